@@ -1,0 +1,116 @@
+"""The one command surface of dsh-py: CI and people run these sessions, nothing else.
+
+Every session installs what it needs from ``uv.lock`` into its own environment with uv, and
+uv never downloads an interpreter: the machines carry Python 3.11 and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import nox
+
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+os.environ.setdefault("UV_PYTHON_PREFERENCE", "only-system")
+
+nox.needs_version = ">=2024.10.9"
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["lint", "typecheck", "tests", "build"]
+nox.options.error_on_missing_interpreters = True
+
+ROOT = pathlib.Path(__file__).parent
+PYTHON = "3.11"
+PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
+
+
+def sync(session: nox.Session, *groups: str, package: str | None = None) -> None:
+    """Install the workspace (or one member) and dependency groups exactly as locked."""
+    args = ["uv", "sync", "--frozen", "--exact", "--no-default-groups"]
+    args += ["--all-packages"] if package is None else ["--package", package]
+    for group in groups:
+        args += ["--group", group]
+    session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the unit, conformance, crash, end-to-end and corpus tests in parallel."""
+    sync(session, "test")
+    session.run("pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Check style and formatting with ruff."""
+    sync(session, "lint")
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """Type-check every package, the tools, the benchmarks and this file with pyright strict."""
+    sync(session, "test", "typecheck", "bench")
+    session.install("nox")
+    session.run("pyright", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Build every wheel, then install each alone in a clean venv and import all its modules."""
+    sync(session, "test")
+    dist = ROOT / "dist"
+    session.run("uv", "build", "--all-packages", "--no-sources", "--wheel", "-o", str(dist),
+                "--clear", external=True)
+    session.run("python", "tools/check_wheels.py", str(dist), *PACKAGES)
+
+
+@nox.session(python=PYTHON)
+def crash(session: nox.Session) -> None:
+    """SIGKILL a writer at random moments 500+ times per backend and check every returned batch."""
+    sync(session, "test")
+    session.run("pytest", "-m", "crash", "-n", "auto", *session.posargs,
+                env={"DSH_CRASH_KILLS": "500"})
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks in bench/ and rewrite BENCHMARKS.md with the measured numbers."""
+    sync(session, "test", "bench")
+    session.run("python", "bench/run.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def snapshot(session: nox.Session) -> None:
+    """The keyless replay gate: every scenario under snapshots/, in parallel, with a summary."""
+    sync(session, "test")
+    session.run("dsh-snapshot", "replay", "snapshots", "--jobs", "auto", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def snapshot_refresh(session: nox.Session) -> None:
+    """Keyless: replay the committed scripts and rewrite the expected outputs in place."""
+    sync(session, "test")
+    session.run("dsh-snapshot", "refresh", "snapshots", "--jobs", "auto", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def snapshot_record(session: nox.Session) -> None:
+    """Re-record every scenario against the live API (reads .env); skips without a key."""
+    sync(session, "test")
+    session.run("dsh-snapshot", "record", "snapshots", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def snapshot_proof(session: nox.Session) -> None:
+    """Red-to-green: the fork scenarios must fail with the seedLength slice off, pass with it on."""
+    sync(session, "test")
+    session.run("dsh-snapshot", "proof", "snapshots", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def compat(session: nox.Session) -> None:
+    """Replay the upstream TypeScript recordings through our agent and print the table."""
+    sync(session, "test")
+    session.run("python", "tools/compat.py", *session.posargs)

@@ -1,0 +1,254 @@
+"""Reading and writing the DSH session log format (version 0).
+
+The reader is strict: anything it cannot read exactly is a :class:`LogFormatError` naming the
+source, the line and the field. It accepts every era of the format: envelopes with or without
+``seq``/``time``, unknown event types (kept as they are) and packed chunk rows, which are
+storage only and expand into the ``assistant/chunk`` events they stand for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dsh_core._errors import LogFormatError
+from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
+
+__all__ = [
+    "PACKED_ROW_TYPES",
+    "SessionLog",
+    "dumps_event",
+    "dumps_header",
+    "event_from_json",
+    "header_from_json",
+    "read_log",
+    "read_log_bytes",
+    "render_log",
+]
+
+PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+_ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs"})
+_HEADER_KEYS = frozenset({"type", "version", "id", "createdAt", "cwd", "parentSession",
+                          "seedLength", "origin", "delegationDepth"})
+
+
+@dataclass(slots=True)
+class SessionLog:
+    """A parsed log: the header and the logical events (packed rows expanded)."""
+
+    header: SessionHeader
+    events: list[Event]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def header_from_json(obj: Any, source: str = "<text>", line: int | None = 1) -> SessionHeader:
+    """Validate a decoded header object. ``version`` is checked before anything else."""
+    if not isinstance(obj, dict):
+        raise LogFormatError(source, line, None, "the header is not a JSON object")
+    header: dict[str, Any] = obj  # pyright: ignore[reportUnknownVariableType]
+    if "version" in header and header["version"] != FORMAT_VERSION:
+        raise LogFormatError(source, line, "version",
+                             f"unsupported log version {header['version']!r}; "
+                             f"this reader knows version {FORMAT_VERSION}")
+    if header.get("type") != "session":
+        raise LogFormatError(source, line, "type",
+                             f"the first line must be a session header (type 'session'), "
+                             f"found type {header.get('type')!r}")
+    if "version" not in header:
+        raise LogFormatError(source, line, "version", "the header has no version")
+    session_id = header.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        raise LogFormatError(source, line, "id", "the header id must be a non-empty string")
+    created_at = header.get("createdAt")
+    if not _is_int(created_at) or created_at < 0:
+        raise LogFormatError(source, line, "createdAt",
+                             f"createdAt must be a non-negative integer (epoch ms), "
+                             f"found {created_at!r}")
+    optional: dict[str, Any] = {}
+    for key, attr in (("cwd", "cwd"), ("parentSession", "parent_session"), ("origin", "origin")):
+        if key in header:
+            if not isinstance(header[key], str):
+                raise LogFormatError(source, line, key, f"{key} must be a string, "
+                                     f"found {header[key]!r}")
+            optional[attr] = header[key]
+    for key, attr in (("seedLength", "seed_length"), ("delegationDepth", "delegation_depth")):
+        if key in header:
+            value = header[key]
+            if not _is_int(value) or value < 0:
+                raise LogFormatError(source, line, key,
+                                     f"{key} must be a non-negative integer, found {value!r}")
+            optional[attr] = value
+    extra = {k: v for k, v in header.items() if k not in _HEADER_KEYS}
+    return SessionHeader(id=session_id, created_at=created_at, version=FORMAT_VERSION,
+                         extra=extra, **optional)
+
+
+def _expand_packed(row: dict[str, Any], data: dict[str, Any], seq: int, source: str,
+                   line: int | None) -> list[Event]:
+    kind = row["type"]
+    for key in ("turn", "step", "index"):
+        if not _is_int(data.get(key)):
+            raise LogFormatError(source, line, f"data.{key}",
+                                 f"a {kind} row needs an integer {key}")
+    members_key = "args" if kind == "tool-call-chunks" else "texts"
+    members = data.get(members_key)
+    if not isinstance(members, list) or not members:
+        raise LogFormatError(source, line, f"data.{members_key}",
+                             f"a {kind} row needs a non-empty list of strings")
+    if not all(isinstance(m, str) for m in members):  # pyright: ignore[reportUnknownVariableType]
+        raise LogFormatError(source, line, f"data.{members_key}",
+                             f"every member of {members_key} must be a string")
+    dt = data.get("dt")
+    if not isinstance(dt, list) or not all(_is_int(d) for d in dt):  # pyright: ignore
+        raise LogFormatError(source, line, "data.dt", "dt must be a list of integers")
+    texts: list[str] = members  # pyright: ignore[reportUnknownVariableType]
+    deltas: list[int] = dt  # pyright: ignore[reportUnknownVariableType]
+    if len(deltas) != len(texts) - 1:
+        raise LogFormatError(source, line, "data.dt",
+                             f"dt has {len(deltas)} entries; a row of {len(texts)} members "
+                             f"needs {len(texts) - 1}")
+    seq0 = row.get("seq0", seq)
+    if not _is_int(seq0):
+        raise LogFormatError(source, line, "seq0", f"seq0 must be an integer, found {seq0!r}")
+    if seq0 != seq:
+        raise LogFormatError(source, line, "seq0",
+                             f"seq gap: expected seq {seq}, the row starts at {seq0}")
+    time = row.get("time0", 0)
+    if not _is_int(time):
+        raise LogFormatError(source, line, "time0", f"time0 must be an integer, found {time!r}")
+    turn, step, index = data["turn"], data["step"], data["index"]
+    if kind == "tool-call-chunks":
+        call_id = data.get("id")
+        if not isinstance(call_id, str):
+            raise LogFormatError(source, line, "data.id", "a tool-call-chunks row needs an id")
+        name = data.get("name")
+        if "name" in data and not isinstance(name, str):
+            raise LogFormatError(source, line, "data.name", "name must be a string")
+    else:
+        call_id = name = None
+    delta_type = "text-delta" if kind == "text-chunks" else "reasoning-delta"
+    out: list[Event] = []
+    for k, text in enumerate(texts):
+        if k:
+            time += deltas[k - 1]
+        if kind == "tool-call-chunks":
+            chunk: dict[str, Any] = {"type": "tool-call-delta", "index": index, "id": call_id}
+            if "name" in data:
+                chunk["name"] = name
+            chunk["argumentsDelta"] = text
+        else:
+            chunk = {"type": delta_type, "index": index, "text": text}
+        out.append(Event("assistant/chunk", seq + k, time,
+                         {"turn": turn, "step": step, "chunk": chunk}))
+    return out
+
+
+def event_from_json(obj: Any, expected_seq: int, source: str = "<text>",
+                    line: int | None = None) -> list[Event]:
+    """Validate one decoded event row; a packed row yields its members, others one event.
+
+    Raises:
+        LogFormatError: the row is not an event, or its ``seq`` does not equal ``expected_seq``.
+    """
+    if not isinstance(obj, dict):
+        raise LogFormatError(source, line, None, "an event must be a JSON object")
+    row: dict[str, Any] = obj  # pyright: ignore[reportUnknownVariableType]
+    kind = row.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise LogFormatError(source, line, "type", "an event needs a non-empty string type")
+    if kind == "session":
+        raise LogFormatError(source, line, "type", "a second session header inside the log")
+    data = row.get("data")
+    if not isinstance(data, dict):
+        raise LogFormatError(source, line, "data", f"a {kind} event needs an object data")
+    if kind in PACKED_ROW_TYPES:
+        return _expand_packed(row, data, expected_seq, source, line)  # pyright: ignore
+    seq = row.get("seq", expected_seq)
+    if not _is_int(seq):
+        raise LogFormatError(source, line, "seq", f"seq must be an integer, found {seq!r}")
+    if seq != expected_seq:
+        raise LogFormatError(source, line, "seq",
+                             f"seq gap: expected seq {expected_seq}, found {seq}")
+    time = row.get("time", 0)
+    if not _is_int(time):
+        raise LogFormatError(source, line, "time", f"time must be an integer, found {time!r}")
+    if kind == "assistant/chunk":
+        chunk = data.get("chunk")
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):  # pyright: ignore
+            raise LogFormatError(source, line, "data.chunk",
+                                 "an assistant/chunk needs a chunk object with a string type")
+        if not _is_int(data.get("turn")) or not _is_int(data.get("step")):
+            raise LogFormatError(source, line, "data.turn",
+                                 "an assistant/chunk needs integer turn and step")
+    seqs = row.get("sourceEventSeqs")
+    if seqs is not None and (not isinstance(seqs, list)
+                             or not all(_is_int(s) for s in seqs)):  # pyright: ignore
+        raise LogFormatError(source, line, "sourceEventSeqs",
+                             "sourceEventSeqs must be a list of integers")
+    extra = {k: v for k, v in row.items() if k not in _ENVELOPE_KEYS} or None
+    return [Event(kind, seq, time, data, row.get("surfaceOp"), seqs, extra)]  # pyright: ignore
+
+
+def _decode(line_text: str, source: str, number: int) -> Any:
+    try:
+        return json.loads(line_text)
+    except json.JSONDecodeError as exc:
+        raise LogFormatError(source, number, None,
+                             f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def read_log(lines: Iterable[str], source: str = "<text>") -> SessionLog:
+    """Parse a log given as lines (without or with their newlines).
+
+    Blank lines are skipped; line numbers in errors are physical (1-based).
+
+    Raises:
+        LogFormatError: naming the source, line and field of the first problem.
+    """
+    numbered: Iterator[tuple[int, str]] = enumerate(lines, 1)
+    header: SessionHeader | None = None
+    for number, text in numbered:
+        if text.strip():
+            header = header_from_json(_decode(text, source, number), source, number)
+            break
+    if header is None:
+        raise LogFormatError(source, 1, None, "the log is empty: no session header")
+    events: list[Event] = []
+    for number, text in numbered:
+        if not text.strip():
+            continue
+        events.extend(event_from_json(_decode(text, source, number), len(events), source, number))
+    return SessionLog(header, events)
+
+
+def read_log_bytes(data: bytes, source: str = "<bytes>") -> SessionLog:
+    """Parse a log from raw bytes; invalid UTF-8 is an error naming its line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LogFormatError(source, line, None,
+                             f"invalid UTF-8 at byte {exc.start}") from None
+    return read_log(text.split("\n"), source)
+
+
+def dumps_header(header: SessionHeader) -> str:
+    """One header line, without the newline."""
+    return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def dumps_event(event: Event) -> str:
+    """One event line, without the newline (packed rows are never written)."""
+    return json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def render_log(header: SessionHeader, events: Iterable[Event]) -> str:
+    """The whole log as JSONL text, one line per event, newline-terminated."""
+    parts = [dumps_header(header)]
+    parts.extend(dumps_event(e) for e in events)
+    return "\n".join(parts) + "\n"

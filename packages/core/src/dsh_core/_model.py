@@ -1,0 +1,89 @@
+"""The model-client contract: one ``stream()`` call per agent step, chunks out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+
+from dsh_core._errors import DshError
+from dsh_core._events import Chunk, ContentBlock, TextBlock
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "ModelClient",
+    "ModelError",
+    "ModelRequest",
+    "ToolMessage",
+    "ToolSpec",
+    "UserMessage",
+]
+
+
+class UserMessage(TypedDict):
+    role: Literal["user"]
+    content: list[TextBlock]
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: list[ContentBlock]
+
+
+class ToolMessage(TypedDict):
+    role: Literal["tool"]
+    callId: str
+    content: list[TextBlock]
+    isError: bool
+
+
+Message = UserMessage | AssistantMessage | ToolMessage
+
+
+class ToolSpec(TypedDict):
+    """What the model is told about a tool: name, description, JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One step's request. ``session_id`` is the live session's id (replay binds by it)."""
+
+    session_id: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list[ToolSpec])
+    system: str | None = None
+    turn: int = 0
+    step: int = 0
+
+
+class ModelError(DshError):
+    """The model call failed. ``message``/``code`` land in ``turn/end {kind:"error"}``."""
+
+    def __init__(self, message: str, *, code: str | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """A streaming model. Implementations: ``dsh_llm_deepseek``, ``dsh_llm_replay``."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Yield the chunk union as it arrives; ``usage`` before ``finish``, nothing after.
+
+        Raises:
+            ModelError: the call failed (before or after some chunks were yielded).
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,252 @@
+"""The live session, the store contract every backend implements, and log-shape helpers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from dsh_core._errors import SeqError
+from dsh_core._events import Event, SessionHeader, step_end, tool_result, turn_end
+from dsh_core._logformat import SessionLog
+
+__all__ = [
+    "CreateOptions",
+    "Session",
+    "SessionMeta",
+    "SessionStore",
+    "SessionWriter",
+    "close_open_turn",
+    "completed_turn_prefix",
+    "new_created_at",
+    "now_ms",
+    "prepare_header",
+]
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds (event ``time``)."""
+    return time.time_ns() // 1_000_000
+
+
+_created_lock = threading.Lock()
+_last_created = 0
+
+
+def new_created_at() -> int:
+    """Epoch ms for a new header, strictly increasing within this process.
+
+    Replay orders children by ``(createdAt, id)``; two children created in one millisecond
+    would otherwise be ordered by their random ids rather than by creation.
+    """
+    global _last_created
+    with _created_lock:
+        _last_created = max(now_ms(), _last_created + 1)
+        return _last_created
+
+
+@dataclass(slots=True)
+class SessionMeta:
+    """Header fields a creator chooses. ``None`` means absent (or, for createdAt, now)."""
+
+    created_at: int | None = None
+    cwd: str | None = None
+    parent_session: str | None = None
+    seed_length: int | None = None
+    origin: str | None = None
+    delegation_depth: int | None = None
+
+
+@dataclass(slots=True)
+class CreateOptions:
+    """What ``SessionStore.create`` needs: an id (default: a new UUID), a seed, the meta.
+
+    The seed is copied into the new log, renumbered from 0. ``seedLength`` is never inferred
+    from it: a fork sets ``meta.seed_length`` explicitly.
+    """
+
+    session_id: str | None = None
+    seed: Sequence[Event] = ()
+    meta: SessionMeta = field(default_factory=SessionMeta)
+
+
+def prepare_header(options: CreateOptions) -> SessionHeader:
+    """The header a store writes for ``options``."""
+    meta = options.meta
+    if meta.seed_length is not None and meta.seed_length < 0:
+        raise ValueError(f"seedLength must be non-negative, got {meta.seed_length}")
+    return SessionHeader(
+        id=options.session_id or str(uuid.uuid4()),
+        created_at=meta.created_at if meta.created_at is not None else new_created_at(),
+        cwd=meta.cwd,
+        parent_session=meta.parent_session,
+        seed_length=meta.seed_length,
+        origin=meta.origin,
+        delegation_depth=meta.delegation_depth,
+    )
+
+
+class SessionWriter(Protocol):
+    """A store's write handle on one session; holding it excludes every other writer."""
+
+    def append(self, events: Sequence[Event]) -> None:
+        """Durably append one batch (one transaction / one fsync).
+
+        Raises:
+            SeqError: the batch's first ``seq`` does not continue the stored log, or the
+                batch itself is not contiguous. Nothing is written.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the writer lock. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Persistence of session logs. Every backend passes ``dsh_core.testing``'s suite."""
+
+    def create(self, options: CreateOptions) -> Session:
+        """Write the header (from :func:`prepare_header`) and the seed atomically.
+
+        Raises:
+            SessionExistsError: the id is taken.
+        """
+        ...
+
+    def resume(self, session_id: str) -> Session:
+        """Open a stored session for writing; the header is kept exactly as stored.
+
+        An open turn left by a crash is closed durably first (see :func:`close_open_turn`).
+
+        Raises:
+            SessionNotFoundError, SessionBusyError, LogFormatError, StoreCorruptError.
+        """
+        ...
+
+    def load(self, session_id: str) -> SessionLog:
+        """Read a session without writing anything; an open turn is closed in the view only."""
+        ...
+
+    def list_sessions(self) -> list[SessionHeader]:
+        """Headers of every stored session, ordered by ``(createdAt, id)``."""
+        ...
+
+    def close(self) -> None:
+        """Release resources. Sessions opened from this store must be closed first."""
+        ...
+
+
+class Session:
+    """A session open for writing: the header, the whole log in memory, and pending events.
+
+    Events are numbered here (``seq`` = index); :meth:`flush` hands the pending ones to the
+    store as one batch.
+    """
+
+    def __init__(self, header: SessionHeader, events: Sequence[Event],
+                 writer: SessionWriter) -> None:
+        for index, event in enumerate(events):
+            if event.seq != index:
+                raise SeqError(f"session {header.id}: event {index} has seq {event.seq}")
+        self.header = header
+        self._events: list[Event] = list(events)
+        self._pending: list[Event] = []
+        self._writer = writer
+        self._closed = False
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Every event, stored and pending."""
+        return self._events
+
+    @property
+    def next_seq(self) -> int:
+        return len(self._events)
+
+    def record(self, type: str, data: dict[str, Any], *, time: int | None = None) -> Event:
+        """Append a new event with the next ``seq`` (pending until :meth:`flush`)."""
+        event = Event(type, len(self._events), now_ms() if time is None else time, data)
+        self._events.append(event)
+        self._pending.append(event)
+        return event
+
+    def add(self, event: Event) -> Event:
+        """Append a prebuilt event; its ``seq`` must be the next one."""
+        if event.seq != len(self._events):
+            raise SeqError(f"session {self.id}: expected seq {len(self._events)}, "
+                           f"got {event.seq}")
+        self._events.append(event)
+        self._pending.append(event)
+        return event
+
+    def flush(self) -> None:
+        """Write pending events as one durable batch."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._writer.append(batch)
+
+    def close(self) -> None:
+        """Flush and release the writer. Idempotent."""
+        if not self._closed:
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                self._writer.close()
+
+
+def completed_turn_prefix(events: Sequence[Event]) -> list[Event]:
+    """Events up to and including the last ``turn/end`` (empty when no turn completed)."""
+    for index in range(len(events) - 1, -1, -1):
+        if events[index].type == "turn/end":
+            return list(events[: index + 1])
+    return []
+
+
+def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Event]:
+    """Synthetic closers for a turn left open by a crash (empty when nothing is open).
+
+    A ``tool/result`` with ``isError`` for each call without a result, ``step/end`` for an
+    open step, then ``turn/end {kind:"interrupted"}``; numbered after the last event.
+    """
+    open_turn: int | None = None
+    open_step: int | None = None
+    pending_calls: dict[str, int] = {}
+    for event in events:
+        data = event.data
+        if event.type == "turn/start":
+            open_turn, open_step, pending_calls = data.get("turn"), None, {}
+        elif event.type == "turn/end":
+            open_turn, open_step, pending_calls = None, None, {}
+        elif event.type == "step/start":
+            open_step = data.get("step")
+        elif event.type == "step/end":
+            open_step = None
+        elif event.type == "tool/call":
+            pending_calls[str(data.get("callId"))] = int(data.get("step", open_step or 0))
+        elif event.type == "tool/result":
+            pending_calls.pop(str(data.get("callId")), None)
+    if open_turn is None:
+        return []
+    at = now_ms() if time is None else time
+    seq = len(events)
+    closers: list[Event] = []
+    for call_id, step in pending_calls.items():
+        closers.append(tool_result(seq, at, open_turn, step, call_id,
+                                   "interrupted: the session ended before this tool returned",
+                                   True))
+        seq += 1
+    if open_step is not None:
+        closers.append(step_end(seq, at, open_turn, open_step))
+        seq += 1
+    closers.append(turn_end(seq, at, open_turn, "interrupted"))
+    return closers

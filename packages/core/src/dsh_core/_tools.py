@@ -1,0 +1,47 @@
+"""The tool contract the agent loop executes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from dsh_core._model import ToolSpec
+
+if TYPE_CHECKING:
+    from dsh_core._agent import Agent
+    from dsh_core._session import Session
+
+__all__ = ["Tool", "ToolContext", "ToolOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where a tool call runs: the calling session, its cwd, the call's position, the agent."""
+
+    session: Session
+    cwd: str
+    turn: int
+    step: int
+    call_id: str
+    agent: Agent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The tool's result text (logged in ``tool/result``) and whether it is an error."""
+
+    text: str
+    is_error: bool = False
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool the model can call. ``spec.name`` is the name the model uses."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
+        """Run with the model's parsed arguments; failures are error outcomes, not raises."""
+        ...

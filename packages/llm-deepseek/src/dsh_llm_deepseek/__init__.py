@@ -1,0 +1,3 @@
+"""dsh_llm_deepseek (under construction)."""
+
+__all__: list[str] = []

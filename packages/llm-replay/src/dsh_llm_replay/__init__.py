@@ -1,0 +1,3 @@
+"""dsh_llm_replay (under construction)."""
+
+__all__: list[str] = []

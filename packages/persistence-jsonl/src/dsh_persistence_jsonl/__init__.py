@@ -1,0 +1,3 @@
+"""dsh_persistence_jsonl (under construction)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""dsh_persistence_sqlite (under construction)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""dsh_snapshot (under construction)."""
+
+__all__: list[str] = []

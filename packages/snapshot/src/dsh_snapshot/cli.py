@@ -1,0 +1,2 @@
+def main() -> None:
+    raise SystemExit("dsh-snapshot: not built yet")

@@ -1,0 +1,3 @@
+"""dsh_subagent_fork (under construction)."""
+
+__all__: list[str] = []

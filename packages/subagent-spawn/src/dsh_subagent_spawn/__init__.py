@@ -1,0 +1,3 @@
+"""dsh_subagent_spawn (under construction)."""
+
+__all__: list[str] = []
