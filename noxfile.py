@@ -61,8 +61,17 @@ def build(session: nox.Session) -> None:
     """Build every wheel, then install each alone in a clean venv and import all its modules."""
     sync(session, "test")
     dist = ROOT / "dist"
-    session.run("uv", "build", "--all-packages", "--no-sources", "--wheel", "-o", str(dist),
-                "--clear", external=True)
+    session.run(
+        "uv",
+        "build",
+        "--all-packages",
+        "--no-sources",
+        "--wheel",
+        "-o",
+        str(dist),
+        "--clear",
+        external=True,
+    )
     session.run("python", "tools/check_wheels.py", str(dist), *PACKAGES)
 
 
@@ -70,8 +79,9 @@ def build(session: nox.Session) -> None:
 def crash(session: nox.Session) -> None:
     """SIGKILL a writer at random moments 500+ times per backend and check every returned batch."""
     sync(session, "test")
-    session.run("pytest", "-m", "crash", "-n", "auto", *session.posargs,
-                env={"DSH_CRASH_KILLS": "500"})
+    session.run(
+        "pytest", "-m", "crash", "-n", "auto", *session.posargs, env={"DSH_CRASH_KILLS": "500"}
+    )
 
 
 @nox.session(python=PYTHON)

@@ -25,13 +25,19 @@ def main(argv: list[str]) -> int:
     bin_dir = VENV / ("Scripts" if os.name == "nt" else "bin")
     if not STAMP.is_file() or STAMP.read_text() != wanted:
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet",
-                        "-r", str(REQUIREMENTS)], check=True)
+        subprocess.run(
+            [str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "-r", str(REQUIREMENTS)],
+            check=True,
+        )
         STAMP.write_text(wanted)
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON_PREFERENCE="only-system")
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run([str(bin_dir / "nox"), "-f", str(ROOT / "noxfile.py"), *argv],
-                          env=env, cwd=ROOT, check=False).returncode
+    return subprocess.run(
+        [str(bin_dir / "nox"), "-f", str(ROOT / "noxfile.py"), *argv],
+        env=env,
+        cwd=ROOT,
+        check=False,
+    ).returncode
 
 
 if __name__ == "__main__":

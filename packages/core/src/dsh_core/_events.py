@@ -155,7 +155,12 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         """The wire object, keys in the canonical order."""
-        out: dict[str, Any] = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+        out: dict[str, Any] = {
+            "type": self.type,
+            "seq": self.seq,
+            "time": self.time,
+            "data": self.data,
+        }
         if self.surface_op is not None:
             out["surfaceOp"] = self.surface_op
         if self.source_event_seqs is not None:
@@ -166,8 +171,15 @@ class Event:
 
     def with_seq(self, seq: int) -> Event:
         """A copy renumbered to ``seq`` (used when a seed is copied into a new log)."""
-        return Event(self.type, seq, self.time, self.data, self.surface_op,
-                     self.source_event_seqs, self.extra)
+        return Event(
+            self.type,
+            seq,
+            self.time,
+            self.data,
+            self.surface_op,
+            self.source_event_seqs,
+            self.extra,
+        )
 
 
 @dataclass(slots=True)
@@ -186,8 +198,12 @@ class SessionHeader:
 
     def to_json(self) -> dict[str, Any]:
         """The wire object: optional fields omitted, never null."""
-        out: dict[str, Any] = {"type": "session", "version": self.version, "id": self.id,
-                               "createdAt": self.created_at}
+        out: dict[str, Any] = {
+            "type": "session",
+            "version": self.version,
+            "id": self.id,
+            "createdAt": self.created_at,
+        }
         if self.cwd is not None:
             out["cwd"] = self.cwd
         if self.parent_session is not None:
@@ -211,8 +227,12 @@ class SessionHeader:
 
 
 def turn_start(seq: int, time: int, turn: int) -> Event:
-    return Event("turn/start", seq, time,
-                 {"turn": turn, "trigger": {"kind": "message", "source": {"kind": "user"}}})
+    return Event(
+        "turn/start",
+        seq,
+        time,
+        {"turn": turn, "trigger": {"kind": "message", "source": {"kind": "user"}}},
+    )
 
 
 def turn_end(seq: int, time: int, turn: int, kind: TurnEndKind, **details: Any) -> Event:
@@ -230,30 +250,50 @@ def step_end(seq: int, time: int, turn: int, step: int) -> Event:
 
 
 def user_message(seq: int, time: int, text: str) -> Event:
-    return Event("user/message", seq, time,
-                 {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}})
+    return Event(
+        "user/message",
+        seq,
+        time,
+        {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}},
+    )
 
 
 def assistant_chunk(seq: int, time: int, turn: int, step: int, chunk: Chunk) -> Event:
     return Event("assistant/chunk", seq, time, {"turn": turn, "step": step, "chunk": chunk})
 
 
-def assistant_message(seq: int, time: int, turn: int, step: int,
-                      content: list[ContentBlock], usage: Usage | None) -> Event:
+def assistant_message(
+    seq: int, time: int, turn: int, step: int, content: list[ContentBlock], usage: Usage | None
+) -> Event:
     data: dict[str, Any] = {"turn": turn, "step": step, "content": content}
     if usage is not None:
         data["usage"] = usage
     return Event("assistant/message", seq, time, data)
 
 
-def tool_call(seq: int, time: int, turn: int, step: int, call_id: str, name: str,
-              arguments: str) -> Event:
-    return Event("tool/call", seq, time, {"turn": turn, "step": step, "callId": call_id,
-                                          "name": name, "arguments": arguments})
+def tool_call(
+    seq: int, time: int, turn: int, step: int, call_id: str, name: str, arguments: str
+) -> Event:
+    return Event(
+        "tool/call",
+        seq,
+        time,
+        {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": arguments},
+    )
 
 
-def tool_result(seq: int, time: int, turn: int, step: int, call_id: str, text: str,
-                is_error: bool) -> Event:
-    return Event("tool/result", seq, time, {"turn": turn, "step": step, "callId": call_id,
-                                            "content": [{"type": "text", "text": text}],
-                                            "isError": is_error})
+def tool_result(
+    seq: int, time: int, turn: int, step: int, call_id: str, text: str, is_error: bool
+) -> Event:
+    return Event(
+        "tool/result",
+        seq,
+        time,
+        {
+            "turn": turn,
+            "step": step,
+            "callId": call_id,
+            "content": [{"type": "text", "text": text}],
+            "isError": is_error,
+        },
+    )

@@ -64,8 +64,7 @@ class ModelRequest:
 class ModelError(DshError):
     """The model call failed. ``message``/``code`` land in ``turn/end {kind:"error"}``."""
 
-    def __init__(self, message: str, *, code: str | None = None,
-                 status: int | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code

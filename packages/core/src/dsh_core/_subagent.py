@@ -32,8 +32,7 @@ class SubagentBackend(Protocol):
     @property
     def tool_description(self) -> str: ...
 
-    def child_options(self, parent: Session, request: SubagentRequest,
-                      depth: int) -> CreateOptions:
+    def child_options(self, parent: Session, request: SubagentRequest, depth: int) -> CreateOptions:
         """Create options for the child of ``parent`` at delegation depth ``depth``.
 
         Must set ``meta.parent_session``, ``meta.origin = "subagent"``,

@@ -23,8 +23,10 @@ class _MemoryWriter:
         expected = len(stored.events)
         for offset, event in enumerate(events):
             if event.seq != expected + offset:
-                raise SeqError(f"session {self._id}: batch does not continue the log "
-                               f"(expected seq {expected + offset}, got {event.seq})")
+                raise SeqError(
+                    f"session {self._id}: batch does not continue the log "
+                    f"(expected seq {expected + offset}, got {event.seq})"
+                )
         stored.events.extend(events)
 
     def close(self) -> None:
@@ -69,8 +71,9 @@ class InMemorySessionStore:
         return SessionLog(log.header, events)
 
     def list_sessions(self) -> list[SessionHeader]:
-        return sorted((log.header for log in self._logs.values()),
-                      key=lambda h: (h.created_at, h.id))
+        return sorted(
+            (log.header for log in self._logs.values()), key=lambda h: (h.created_at, h.id)
+        )
 
     def close(self) -> None:
         pass
