@@ -49,6 +49,7 @@ from dsh_core._logformat import (
     header_from_json,
     read_log,
     read_log_bytes,
+    read_log_text,
     render_log,
 )
 from dsh_core._model import (
@@ -102,6 +103,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_text",
     "render_log",
     "step_end",
     "step_start",

@@ -9,7 +9,7 @@ storage only and expand into the ``assistant/chunk`` events they stand for.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_text",
     "render_log",
 ]
 
@@ -224,6 +225,76 @@ def read_log(lines: Iterable[str], source: str = "<text>") -> SessionLog:
             continue
         events.extend(event_from_json(_decode(text, source, number), len(events), source, number))
     return SessionLog(header, events)
+
+
+class _Irregular(Exception):
+    """The text needs the line-by-line reader (blank lines, CRLF, bad JSON, ...)."""
+
+
+# The C scanner behind ``json.loads``: calling it at an offset decodes one value straight out
+# of the whole text, skipping the per-line split, ``loads`` wrapper and whitespace regexes.
+_DECODER = json.JSONDecoder()
+_scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # pyright: ignore
+_FAST_SKIP = PACKED_ROW_TYPES | {"session", ""}
+
+
+def _read_log_fast(text: str, source: str) -> SessionLog:
+    scan = _scan_once
+    size = len(text)
+    try:
+        obj, end = scan(text, 0)
+    except (StopIteration, ValueError):
+        raise _Irregular from None
+    if end < size and text[end] != "\n":
+        raise _Irregular
+    header = header_from_json(obj, source, 1)
+    events: list[Event] = []
+    append = events.append
+    pos, number = end + 1, 1
+    while pos < size:
+        number += 1
+        try:
+            row, end = scan(text, pos)
+        except (StopIteration, ValueError):
+            raise _Irregular from None
+        if end < size and text[end] != "\n":
+            raise _Irregular
+        pos = end + 1
+        expected = len(events)
+        # The common row ({type, seq, time, data}, seq in order, not packed) is checked inline
+        # exactly as event_from_json would; anything else takes the full path.
+        if row.__class__ is dict and len(row) == 4:
+            kind, seq, time = row.get("type"), row.get("seq"), row.get("time")
+            data = row.get("data")
+            if (seq == expected and seq.__class__ is int and time.__class__ is int
+                    and data.__class__ is dict and kind.__class__ is str
+                    and kind not in _FAST_SKIP):
+                if kind != "assistant/chunk":
+                    append(Event(kind, seq, time, data))
+                    continue
+                chunk = data.get("chunk")
+                if (chunk.__class__ is dict and chunk.get("type").__class__ is str
+                        and data.get("turn").__class__ is int
+                        and data.get("step").__class__ is int):
+                    append(Event(kind, seq, time, data))
+                    continue
+        events.extend(event_from_json(row, expected, source, number))
+    return SessionLog(header, events)
+
+
+def read_log_text(text: str, source: str = "<text>") -> SessionLog:
+    """Parse a whole log held in one string; the same result and errors as :func:`read_log`.
+
+    Regular logs (``\\n``-separated lines, no blank lines) are decoded in one pass over the
+    text, about twice as fast as line by line; anything else falls back to :func:`read_log`.
+
+    Raises:
+        LogFormatError: naming the source, line and field of the first problem.
+    """
+    try:
+        return _read_log_fast(text, source)
+    except _Irregular:
+        return read_log(text.split("\n"), source)
 
 
 def read_log_bytes(data: bytes, source: str = "<bytes>") -> SessionLog:
