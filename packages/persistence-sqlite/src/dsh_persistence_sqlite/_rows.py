@@ -1,0 +1,223 @@
+"""Rows to events and headers and back, validating every column on the way in.
+
+A row that cannot be turned back into exactly what was appended is a
+:class:`~dsh_core.LogFormatError` naming the database file and the row and column
+(``sessions.seed_length``, ``events[seq=7].data``): SQLite keeps whatever it is given, so a
+damaged or hand-edited database is caught here rather than further up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from dsh_core import Event, LogFormatError, SessionHeader
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "HEADER_COLUMNS",
+    "event_row",
+    "events_from_rows",
+    "header_from_row",
+    "header_row",
+]
+
+HEADER_COLUMNS = (
+    "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, extra"
+)
+EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, extra"
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_loads = json.loads
+
+
+def _dump_optional(value: Any) -> str | None:
+    return None if value is None else _encode(value)
+
+
+def header_row(header: SessionHeader) -> tuple[Any, ...]:
+    """The ``sessions`` row for ``header`` (unknown header keys go to ``extra`` as JSON)."""
+    return (
+        header.id,
+        header.version,
+        header.created_at,
+        header.cwd,
+        header.parent_session,
+        header.seed_length,
+        header.origin,
+        header.delegation_depth,
+        _encode(header.extra) if header.extra else None,
+    )
+
+
+def event_row(session_id: str, event: Event) -> tuple[Any, ...]:
+    """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL."""
+    return (
+        session_id,
+        event.seq,
+        event.type,
+        event.time,
+        _encode(event.data),
+        _dump_optional(event.source_event_seqs),
+        _dump_optional(event.surface_op),
+        _encode(event.extra) if event.extra else None,
+    )
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def header_from_row(row: tuple[Any, ...], source: str) -> SessionHeader:
+    """Validate one ``sessions`` row.
+
+    Raises:
+        LogFormatError: naming ``source`` and the column (``sessions.seed_length``…).
+    """
+    session_id, version, created_at, cwd, parent, seed_length, origin, depth, extra_text = row
+
+    def fail(column: str, reason: str) -> LogFormatError:
+        return LogFormatError(
+            source, None, f"sessions.{column}", f"session {session_id!r}: {reason}"
+        )
+
+    if not isinstance(session_id, str) or not session_id:
+        raise fail("id", f"the id must be a non-empty string, found {session_id!r}")
+    if version != 0 or not _is_int(version):
+        raise fail("version", f"unsupported log version {version!r}; this reader knows version 0")
+    if not _is_int(created_at) or created_at < 0:
+        raise fail(
+            "created_at",
+            f"created_at must be a non-negative integer (epoch ms), found {created_at!r}",
+        )
+    for column, value in (("cwd", cwd), ("parent_session", parent), ("origin", origin)):
+        if value is not None and not isinstance(value, str):
+            raise fail(column, f"{column} must be text or NULL, found {value!r}")
+    for column, value in (("seed_length", seed_length), ("delegation_depth", depth)):
+        if value is not None and (not _is_int(value) or value < 0):
+            raise fail(column, f"{column} must be a non-negative integer or NULL, found {value!r}")
+    extra: dict[str, Any] = {}
+    if extra_text is not None:
+        try:
+            decoded = _loads(extra_text)
+        except (ValueError, TypeError) as exc:
+            raise fail("extra", f"invalid JSON ({exc})") from None
+        if not isinstance(decoded, dict):
+            raise fail("extra", "extra must be a JSON object")
+        extra = decoded  # pyright: ignore[reportUnknownVariableType]
+    return SessionHeader(
+        id=session_id,
+        created_at=created_at,
+        version=version,
+        cwd=cwd,
+        parent_session=parent,
+        seed_length=seed_length,
+        origin=origin,
+        delegation_depth=depth,
+        extra=extra,
+    )
+
+
+def _decode_column(text: Any, source: str, seq: int, column: str) -> Any:
+    try:
+        return _loads(text)
+    except (ValueError, TypeError) as exc:
+        raise LogFormatError(
+            source,
+            None,
+            f"events[seq={seq}].{column}",
+            f"invalid JSON in the {column} column ({exc})",
+        ) from None
+
+
+def events_from_rows(rows: Iterable[tuple[Any, ...]], source: str) -> list[Event]:
+    """Validate ``events`` rows (ordered by seq) into events; ``seq`` must run 0, 1, 2…
+
+    This is the load hot path: one ``json.loads`` per row plus type checks, no re-encoding.
+
+    Raises:
+        LogFormatError: naming ``source`` and ``events[seq=N].<column>``.
+    """
+    events: list[Event] = []
+    append = events.append
+    loads = _loads
+    for expected, (seq, kind, time, data_text, seqs_text, op_text, extra_text) in enumerate(rows):
+        if seq != expected or type(seq) is not int:
+            raise LogFormatError(
+                source,
+                None,
+                f"events[seq={seq}].seq",
+                f"seq gap: expected seq {expected}, found {seq!r}",
+            )
+        try:
+            data = loads(data_text)
+        except (ValueError, TypeError) as exc:
+            raise LogFormatError(
+                source, None, f"events[seq={seq}].data", f"invalid JSON in the data column ({exc})"
+            ) from None
+        if type(data) is not dict:
+            raise LogFormatError(
+                source, None, f"events[seq={seq}].data", "data must be a JSON object"
+            )
+        if type(kind) is not str or not kind:
+            raise LogFormatError(
+                source,
+                None,
+                f"events[seq={seq}].type",
+                f"the type must be a non-empty string, found {kind!r}",
+            )
+        if type(time) is not int:
+            raise LogFormatError(
+                source, None, f"events[seq={seq}].time", f"time must be an integer, found {time!r}"
+            )
+        if seqs_text is None and op_text is None and extra_text is None:
+            append(Event(kind, seq, time, data))  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            append(
+                _slow_event(
+                    kind,
+                    seq,
+                    time,
+                    data,
+                    seqs_text,
+                    op_text,  # pyright: ignore
+                    extra_text,
+                    source,
+                )
+            )
+    return events
+
+
+def _slow_event(
+    kind: str,
+    seq: int,
+    time: int,
+    data: dict[str, Any],
+    seqs_text: Any,
+    op_text: Any,
+    extra_text: Any,
+    source: str,
+) -> Event:
+    seqs: list[int] | None = None
+    if seqs_text is not None:
+        decoded = _decode_column(seqs_text, source, seq, "source_event_seqs")
+        items: list[Any] = decoded if isinstance(decoded, list) else []  # pyright: ignore
+        if not isinstance(decoded, list) or not all(_is_int(s) for s in items):
+            raise LogFormatError(
+                source,
+                None,
+                f"events[seq={seq}].source_event_seqs",
+                "source_event_seqs must be a JSON list of integers",
+            )
+        seqs = items
+    surface_op = None if op_text is None else _decode_column(op_text, source, seq, "surface_op")
+    extra: dict[str, Any] | None = None
+    if extra_text is not None:
+        decoded = _decode_column(extra_text, source, seq, "extra")
+        if not isinstance(decoded, dict):
+            raise LogFormatError(
+                source, None, f"events[seq={seq}].extra", "extra must be a JSON object"
+            )
+        extra = decoded  # pyright: ignore[reportUnknownVariableType]
+    return Event(kind, seq, time, data, surface_op, seqs, extra)

@@ -1,0 +1,373 @@
+"""``SqliteSessionStore``: every session of a workspace in one SQLite database file.
+
+Durability comes from SQLite itself (WAL, ``synchronous=FULL``, one ``BEGIN IMMEDIATE``
+transaction per appended batch), so there is no torn tail to repair: a batch is either
+committed whole or absent. A writer killed between batches can still leave a turn open,
+which :meth:`SqliteSessionStore.load` closes in its view and :meth:`SqliteSessionStore.resume`
+closes durably, exactly like the JSONL store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from dsh_core import (
+    CreateOptions,
+    Event,
+    LogFormatError,
+    SeqError,
+    Session,
+    SessionBusyError,
+    SessionExistsError,
+    SessionHeader,
+    SessionLog,
+    SessionNotFoundError,
+    StoreCorruptError,
+    close_open_turn,
+    prepare_header,
+    render_log,
+)
+from dsh_persistence_sqlite._rows import (
+    EVENT_COLUMNS,
+    HEADER_COLUMNS,
+    event_row,
+    events_from_rows,
+    header_from_row,
+    header_row,
+)
+from dsh_persistence_sqlite._schema import inspect_file, stamp_if_fresh
+
+__all__ = ["SqliteSessionStore"]
+
+_INSERT_EVENT = (
+    "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, "
+    "surface_op, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_SESSION = f"INSERT INTO sessions ({HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_SELECT_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq"
+_CORRUPT_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+# Another process holding the write lock makes BEGIN IMMEDIATE wait up to this long.
+_BUSY_TIMEOUT_S = 30.0
+
+
+class _WriterLock:
+    """An exclusive ``flock`` on ``<db>.locks/<id>.lock``.
+
+    ``flock`` locks belong to the open file description, so two stores in one process exclude
+    each other just as two processes do, and the kernel drops the lock when a writer dies.
+    """
+
+    def __init__(self, path: Path, session_id: str) -> None:
+        path.parent.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SessionBusyError(
+                f"session {session_id} is already open for writing (lock {path} is held)"
+            ) from None
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the only descriptor releases the flock
+
+
+class _SqliteWriter:
+    """The write handle on one session: holds its lock, appends one transaction per batch."""
+
+    def __init__(self, store: SqliteSessionStore, session_id: str, lock: _WriterLock) -> None:
+        self._store = store
+        self._id = session_id
+        self._lock: _WriterLock | None = lock
+
+    def append(self, events: Sequence[Event]) -> None:
+        if self._lock is None:
+            raise ValueError(f"session {self._id}: the writer is closed")
+        if not events:
+            return
+        first = events[0].seq
+        for offset, event in enumerate(events):
+            if event.seq != first + offset:
+                raise SeqError(
+                    f"session {self._id}: the batch is not contiguous (event "
+                    f"{offset} has seq {event.seq}, expected {first + offset})"
+                )
+        rows = [event_row(self._id, event) for event in events]
+        with self._store._transaction() as connection:
+            last = connection.execute(
+                "SELECT max(seq) FROM events WHERE session_id = ?", (self._id,)
+            ).fetchone()[0]
+            expected = 0 if last is None else int(last) + 1
+            if first != expected:
+                raise SeqError(
+                    f"session {self._id}: batch does not continue the log "
+                    f"(expected seq {expected}, got {first})"
+                )
+            connection.executemany(_INSERT_EVENT, rows)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+
+class SqliteSessionStore:
+    """Session logs in one SQLite database (schema version 4).
+
+    Opening never writes to a file it does not recognise: an absent or empty file becomes a
+    new store, a version-4 store is used as is, and anything else is refused with its bytes
+    untouched.
+
+    Args:
+        path: the database file (created, with its parent directories, when absent).
+
+    Raises:
+        StoreVersionError: another schema version, or another application's database.
+        StoreCorruptError: not an SQLite file, truncated, or missing this schema's tables.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._source = str(self.path)
+        self._locks_dir = Path(f"{self.path}.locks")
+        self._mutex = threading.RLock()
+        state = inspect_file(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            with self._guard():
+                connection.execute("PRAGMA trusted_schema = OFF")
+                connection.execute("PRAGMA foreign_keys = ON")
+                mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreCorruptError(
+                        f"{self.path}: could not switch to WAL mode (journal_mode is {mode})"
+                    )
+                connection.execute("PRAGMA synchronous = FULL")
+                if state.fresh:
+                    connection.execute("BEGIN IMMEDIATE")
+                    try:
+                        stamp_if_fresh(connection)
+                        connection.execute("COMMIT")
+                    except BaseException:
+                        connection.execute("ROLLBACK")
+                        raise
+        except BaseException:
+            connection.close()
+            raise
+        self._connection: sqlite3.Connection | None = connection
+
+    # --- SessionStore protocol --------------------------------------------------------------
+
+    def create(self, options: CreateOptions) -> Session:
+        """Insert the header and the seed (renumbered from 0) in one transaction.
+
+        Raises:
+            SessionExistsError: the id is taken (or being created by another writer).
+        """
+        header = prepare_header(options)
+        seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
+        if self._exists(header.id):
+            raise SessionExistsError(f"session {header.id} already exists in {self.path}")
+        try:
+            lock = self._acquire(header.id)
+        except SessionBusyError:
+            raise SessionExistsError(
+                f"session {header.id} is being written by another writer of {self.path}"
+            ) from None
+        try:
+            with self._transaction() as connection:
+                try:
+                    connection.execute(_INSERT_SESSION, header_row(header))
+                except sqlite3.IntegrityError:
+                    raise SessionExistsError(
+                        f"session {header.id} already exists in {self.path}"
+                    ) from None
+                connection.executemany(
+                    _INSERT_EVENT, [event_row(header.id, event) for event in seed]
+                )
+        except BaseException:
+            lock.release()
+            raise
+        return Session(header, seed, _SqliteWriter(self, header.id, lock))
+
+    def resume(self, session_id: str) -> Session:
+        """Open a stored session for writing, closing a turn left open by a crash durably.
+
+        Raises:
+            SessionNotFoundError, SessionBusyError, LogFormatError, StoreCorruptError.
+        """
+        self._require(session_id)
+        lock = self._acquire(session_id)
+        try:
+            log = self._read(session_id)
+            writer = _SqliteWriter(self, session_id, lock)
+            closers = close_open_turn(log.events)
+            if closers:
+                writer.append(closers)
+        except BaseException:
+            lock.release()
+            raise
+        return Session(log.header, log.events + closers, writer)
+
+    def load(self, session_id: str) -> SessionLog:
+        """Read a session without writing; an open turn is closed in the returned view only.
+
+        Raises:
+            SessionNotFoundError, LogFormatError, StoreCorruptError.
+        """
+        log = self._read(session_id)
+        log.events.extend(close_open_turn(log.events))
+        return log
+
+    def list_sessions(self) -> list[SessionHeader]:
+        """Every session's header, ordered by ``(createdAt, id)``.
+
+        Raises:
+            LogFormatError: a ``sessions`` row is damaged.
+        """
+        with self._mutex, self._guard():
+            rows = self._conn().execute(f"SELECT {HEADER_COLUMNS} FROM sessions").fetchall()
+        headers = [header_from_row(row, self._source) for row in rows]
+        headers.sort(key=lambda header: (header.created_at, header.id))
+        return headers
+
+    def close(self) -> None:
+        """Close the database connection. Idempotent."""
+        with self._mutex:
+            if self._connection is not None:
+                connection, self._connection = self._connection, None
+                connection.close()
+
+    # --- extras -----------------------------------------------------------------------------
+
+    def export_jsonl(self, session_id: str) -> str:
+        """The stored log as DSH JSONL text (:func:`dsh_core.render_log`), rows exactly as
+        written: an open turn is *not* closed, so the text matches what a JSONL store holding
+        the same batches would have on disk.
+
+        Raises:
+            SessionNotFoundError, LogFormatError, StoreCorruptError.
+        """
+        log = self._read(session_id)
+        return render_log(log.header, log.events)
+
+    def __enter__(self) -> SqliteSessionStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionStore({str(self.path)!r})"
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise ValueError(f"the store {self.path} is closed")
+        return self._connection
+
+    @contextlib.contextmanager
+    def _guard(self) -> Generator[None]:
+        """Turn SQLite's corruption codes into :class:`StoreCorruptError` naming the file."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", None) in _CORRUPT_CODES:
+                raise StoreCorruptError(f"{self.path} is damaged: {exc}") from None
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Generator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT``; any exception rolls everything back."""
+        with self._mutex, self._guard():
+            connection = self._conn()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+
+    def _acquire(self, session_id: str) -> _WriterLock:
+        return _WriterLock(self._locks_dir / _lock_name(session_id), session_id)
+
+    def _exists(self, session_id: str) -> bool:
+        with self._mutex, self._guard():
+            row = (
+                self._conn()
+                .execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+                .fetchone()
+            )
+        return row is not None
+
+    def _require(self, session_id: str) -> None:
+        if not self._exists(session_id):
+            raise self._not_found(session_id)
+
+    def _not_found(self, session_id: str) -> Exception:
+        with self._mutex, self._guard():
+            orphan = (
+                self._conn()
+                .execute("SELECT 1 FROM events WHERE session_id = ? LIMIT 1", (session_id,))
+                .fetchone()
+            )
+        if orphan is not None:
+            return LogFormatError(
+                self._source,
+                None,
+                "sessions.id",
+                f"events rows exist for session {session_id!r} but its sessions row is missing",
+            )
+        return SessionNotFoundError(f"no session {session_id} in {self.path}")
+
+    def _read(self, session_id: str) -> SessionLog:
+        with self._mutex, self._guard():
+            connection = self._conn()
+            # One read transaction: the header and the events come from the same snapshot.
+            connection.execute("BEGIN")
+            try:
+                header_data: tuple[Any, ...] | None = connection.execute(
+                    f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                rows: list[tuple[Any, ...]] = (
+                    []
+                    if header_data is None
+                    else connection.execute(_SELECT_EVENTS, (session_id,)).fetchall()
+                )
+            finally:
+                connection.execute("COMMIT")
+        if header_data is None:
+            raise self._not_found(session_id)
+        header = header_from_row(header_data, self._source)
+        return SessionLog(header, events_from_rows(rows, self._source))
+
+
+def _lock_name(session_id: str) -> str:
+    """A file name for ``session_id``'s lock: the id quoted, hashed when too long."""
+    quoted = urllib.parse.quote(session_id, safe="-_")
+    if len(quoted) > 200:
+        quoted = hashlib.sha256(session_id.encode()).hexdigest()
+    return f"{quoted}.lock"
