@@ -5,6 +5,15 @@ the ``SessionStore``, ``ModelClient``, ``Tool`` and ``SubagentBackend`` protocol
 agent loop.
 """
 
+from dsh_core._agent import (
+    DEFAULT_SYSTEM_PROMPT,
+    Agent,
+    AgentConfig,
+    EventListener,
+    TurnOutcome,
+    next_turn_number,
+)
+from dsh_core._bash import BashTool
 from dsh_core._errors import (
     DshError,
     LogFormatError,
@@ -52,6 +61,7 @@ from dsh_core._logformat import (
     read_log_text,
     render_log,
 )
+from dsh_core._messages import messages_from_events
 from dsh_core._model import (
     AssistantMessage,
     Message,
@@ -75,6 +85,7 @@ from dsh_core._session import (
     prepare_header,
 )
 from dsh_core._subagent import SubagentBackend, SubagentRequest
+from dsh_core._subagent_tool import SubagentTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome
 
 __all__ = [
@@ -146,4 +157,14 @@ __all__ = [
     "SessionNotFoundError",
     "StoreCorruptError",
     "StoreVersionError",
+    # agent loop, built-in tools, message view
+    "DEFAULT_SYSTEM_PROMPT",
+    "Agent",
+    "AgentConfig",
+    "BashTool",
+    "EventListener",
+    "SubagentTool",
+    "TurnOutcome",
+    "messages_from_events",
+    "next_turn_number",
 ]

@@ -1,0 +1,423 @@
+"""The agent loop: a turn runs steps, a step is one ``stream()`` call plus its tool calls.
+
+Every event is recorded in the session as it happens (chunks as they arrive) and the session
+is flushed before each tool runs and at every ``step/end`` and ``turn/end``, so a crash leaves
+a log the stores can load and close. The shapes written are the upstream June-2026 ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, cast
+
+from dsh_core._events import (
+    ContentBlock,
+    Event,
+    ToolCallBlock,
+    TurnEndKind,
+    Usage,
+    assistant_chunk,
+    assistant_message,
+    step_end,
+    step_start,
+    tool_call,
+    tool_result,
+    turn_end,
+    turn_start,
+    user_message,
+)
+from dsh_core._messages import messages_from_events
+from dsh_core._model import ModelClient, ModelError, ModelRequest
+from dsh_core._session import Session, SessionStore, now_ms
+from dsh_core._tools import Tool, ToolContext, ToolOutcome
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "Agent",
+    "AgentConfig",
+    "EventListener",
+    "TurnOutcome",
+    "next_turn_number",
+]
+
+EventListener = Callable[[Event], None]
+"""Called synchronously with every event the agent records, in order, as it is recorded."""
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a coding agent working in the user's workspace. Use the tools you are given when "
+    "they help; answer concisely, and when the user asks for an exact reply, give exactly that."
+)
+
+CANCELLED_TEXT = "cancelled"
+CANCELLED_BEFORE_DISPATCH_TEXT = "cancelled before dispatch"
+
+# Set while a turn runs in the current task, so a nested turn (a subagent child running in
+# its parent's task) lets a cancellation through after closing its own log instead of
+# swallowing it: the parent's turn must see the cancellation and abort too.
+_IN_TURN: contextvars.ContextVar[bool] = contextvars.ContextVar("dsh_in_turn", default=False)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Agent settings.
+
+    Attributes:
+        system_prompt: sent as ``ModelRequest.system`` on every step.
+        max_steps: steps per turn; a turn that would need more ends with ``STEP_LIMIT``.
+        max_delegation_depth: deepest ``delegationDepth`` a subagent child may have.
+    """
+
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_steps: int = 50
+    max_delegation_depth: int = 1
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended.
+
+    Attributes:
+        turn: the turn number.
+        kind: the ``turn/end`` reason kind.
+        final_text: the text blocks of the turn's last ``assistant/message``, joined ("" if
+            none).
+        error: for ``kind == "error"``, what went wrong (``code`` as logged: the model's,
+            ``"INTERNAL"`` or ``"STEP_LIMIT"``).
+    """
+
+    turn: int
+    kind: TurnEndKind
+    final_text: str
+    error: ModelError | None = None
+
+
+class Agent:
+    """Runs turns of a session against a model with a set of tools.
+
+    Attributes:
+        model: the model client every step streams from.
+        store: where subagent children are created.
+        tools: the tools by name, in the order given (the order the model is told them).
+        config: the agent settings.
+    """
+
+    def __init__(
+        self,
+        model: ModelClient,
+        store: SessionStore,
+        tools: Sequence[Tool],
+        config: AgentConfig = AgentConfig(),
+    ) -> None:
+        if config.max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {config.max_steps}")
+        by_name: dict[str, Tool] = {}
+        for tool in tools:
+            name = tool.spec["name"]
+            if name in by_name:
+                raise ValueError(f"two tools are named {name!r}; tool names must be unique")
+            by_name[name] = tool
+        self.model = model
+        self.store = store
+        self.tools: Mapping[str, Tool] = MappingProxyType(by_name)
+        self.config = config
+
+    async def run_turn(
+        self, session: Session, prompt: str, *, listener: EventListener | None = None
+    ) -> TurnOutcome:
+        """Run one user turn to its end and return how it ended.
+
+        Model and tool failures end the turn (or the tool call) with an error that is logged;
+        they are not raised. If the task running this is cancelled, the turn is closed as
+        ``aborted`` (a pending tool call gets a cancelled result), the log is flushed, and the
+        outcome is returned with the task's cancellation consumed.
+
+        Args:
+            session: the session to continue (turn = last ``turn/start`` + 1, seed included).
+            prompt: the user's message text.
+            listener: called with every event recorded, as it is recorded.
+
+        Returns:
+            The turn's outcome.
+        """
+        nested = _IN_TURN.get()
+        token = _IN_TURN.set(True)
+        run = _TurnRun(self, session, listener)
+        try:
+            return await run.run(prompt)
+        except asyncio.CancelledError:
+            outcome = run.abort()
+            if nested:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return outcome
+        finally:
+            _IN_TURN.reset(token)
+
+
+def next_turn_number(events: Sequence[Event]) -> int:
+    """The turn a new ``turn/start`` gets: the last ``turn/start``'s turn + 1 (1 if none)."""
+    for event in reversed(events):
+        if event.type == "turn/start":
+            turn = event.data.get("turn")
+            if isinstance(turn, int):
+                return turn + 1
+    return 1
+
+
+class _StepFailed(Exception):
+    def __init__(self, error: ModelError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class _TurnRun:
+    """The state of one running turn, so a cancellation can close exactly what is open."""
+
+    def __init__(self, agent: Agent, session: Session, listener: EventListener | None) -> None:
+        self.agent = agent
+        self.session = session
+        self.listener = listener
+        self.turn = next_turn_number(session.events)
+        self.step = 0
+        self.started = False
+        self.step_open = False
+        self.ended: TurnOutcome | None = None
+        self.in_flight: ToolCallBlock | None = None
+        self.undispatched: list[ToolCallBlock] = []
+        self.last_content: list[ContentBlock] = []
+
+    def emit(self, event: Event) -> None:
+        self.session.add(event)
+        if self.listener is not None:
+            self.listener(event)
+
+    async def run(self, prompt: str) -> TurnOutcome:
+        session = self.session
+        self.started = True
+        self.emit(turn_start(session.next_seq, now_ms(), self.turn))
+        self.emit(user_message(session.next_seq, now_ms(), prompt))
+        max_steps = self.agent.config.max_steps
+        while True:
+            self.step += 1
+            try:
+                has_calls, finish_kind = await self.run_step()
+            except _StepFailed as failed:
+                self.end_step()
+                return self.end_turn("error", failed.error)
+            self.end_step()
+            if has_calls:
+                if self.step >= max_steps:
+                    return self.end_turn(
+                        "error", ModelError(f"step limit of {max_steps} reached", code="STEP_LIMIT")
+                    )
+                continue
+            if finish_kind in ("stop", "tool-calls"):
+                return self.end_turn("completed")
+            if finish_kind == "max-tokens":
+                return self.end_turn("max-tokens")
+            return self.end_turn(
+                "error",
+                ModelError(
+                    f"the model finished the step with reason {finish_kind!r}", code="MODEL_FINISH"
+                ),
+            )
+
+    async def run_step(self) -> tuple[bool, str]:
+        """One model call and its tool calls; returns (had tool calls, finish kind)."""
+        session = self.session
+        self.step_open = True
+        self.emit(step_start(session.next_seq, now_ms(), self.turn, self.step))
+        blocks, usage, finish_kind = await self.stream_step()
+        self.last_content = blocks
+        self.emit(
+            assistant_message(session.next_seq, now_ms(), self.turn, self.step, blocks, usage)
+        )
+        calls = [block for block in blocks if block["type"] == "tool-call"]
+        self.undispatched = list(calls)
+        while self.undispatched:
+            call = self.undispatched.pop(0)
+            self.in_flight = call
+            self.emit(
+                tool_call(
+                    session.next_seq,
+                    now_ms(),
+                    self.turn,
+                    self.step,
+                    call["id"],
+                    call["name"],
+                    call["arguments"],
+                )
+            )
+            session.flush()
+            outcome = await self.run_tool(call)
+            self.in_flight = None
+            self.emit(
+                tool_result(
+                    session.next_seq,
+                    now_ms(),
+                    self.turn,
+                    self.step,
+                    call["id"],
+                    outcome.text,
+                    outcome.is_error,
+                )
+            )
+        return bool(calls), finish_kind
+
+    async def stream_step(self) -> tuple[list[ContentBlock], Usage | None, str]:
+        agent = self.agent
+        session = self.session
+        request = ModelRequest(
+            session_id=session.id,
+            messages=messages_from_events(session.events),
+            tools=[tool.spec for tool in agent.tools.values()],
+            system=agent.config.system_prompt,
+            turn=self.turn,
+            step=self.step,
+        )
+        blocks: list[ContentBlock] = []
+        usage: Usage | None = None
+        finish_kind: str | None = None
+        stream = agent.model.stream(request)
+        try:
+            async for chunk in stream:
+                self.emit(assistant_chunk(session.next_seq, now_ms(), self.turn, self.step, chunk))
+                if chunk["type"] == "block-end":
+                    blocks.append(chunk["block"])
+                elif chunk["type"] == "usage":
+                    usage = chunk["usage"]
+                elif chunk["type"] == "finish":
+                    finish_kind = chunk["reason"]["kind"]
+                    # Nothing may follow finish; stop reading rather than log a violation.
+                    break
+        except ModelError as error:
+            raise _StepFailed(error) from error
+        except Exception as error:  # any other failure of the client ends the turn, logged
+            raise _StepFailed(ModelError(_describe(error), code="INTERNAL")) from error
+        finally:
+            await _aclose(stream)
+        if finish_kind is None:
+            raise _StepFailed(
+                ModelError("the model stream ended without a finish chunk", code="INTERNAL")
+            )
+        return blocks, usage, finish_kind
+
+    async def run_tool(self, call: ToolCallBlock) -> ToolOutcome:
+        name = call["name"]
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.agent.tools) or "none"
+            return ToolOutcome(f"unknown tool {name!r} (available tools: {known})", True)
+        raw = call["arguments"]
+        try:
+            arguments: Any = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as error:
+            return ToolOutcome(f"invalid JSON arguments for tool {name!r}: {error}", True)
+        if not isinstance(arguments, dict):
+            return ToolOutcome(
+                f"arguments for tool {name!r} must be a JSON object, got "
+                f"{type(arguments).__name__}",
+                True,
+            )
+        context = ToolContext(
+            session=self.session,
+            cwd=self.session.header.cwd or os.getcwd(),
+            turn=self.turn,
+            step=self.step,
+            call_id=call["id"],
+            agent=self.agent,
+        )
+        try:
+            return await tool.run(cast(dict[str, Any], arguments), context)
+        except Exception as error:  # a tool bug must not take the session down
+            return ToolOutcome(f"tool {name!r} failed: {_describe(error)}", True)
+
+    def end_step(self) -> None:
+        if self.step_open:
+            self.step_open = False
+            self.emit(step_end(self.session.next_seq, now_ms(), self.turn, self.step))
+            self.session.flush()
+
+    def end_turn(
+        self, kind: TurnEndKind, error: ModelError | None = None, **details: Any
+    ) -> TurnOutcome:
+        if error is not None:
+            details = {"step": self.step, "message": error.message}
+            if error.code is not None:
+                details["code"] = error.code
+        self.emit(turn_end(self.session.next_seq, now_ms(), self.turn, kind, **details))
+        self.session.flush()
+        self.ended = TurnOutcome(self.turn, kind, _joined_text(self.last_content), error)
+        return self.ended
+
+    def abort(self) -> TurnOutcome:
+        """Close whatever the cancellation left open (synchronously) and end the turn."""
+        if self.ended is not None:
+            return self.ended
+        if not self.started:
+            return TurnOutcome(self.turn, "aborted", "")
+        session = self.session
+        if self.in_flight is not None:
+            call, self.in_flight = self.in_flight, None
+            self.emit(
+                tool_result(
+                    session.next_seq,
+                    now_ms(),
+                    self.turn,
+                    self.step,
+                    call["id"],
+                    CANCELLED_TEXT,
+                    True,
+                )
+            )
+        # Calls the model asked for but that never ran still get a result, so the next
+        # request's history pairs every tool-call block with a result.
+        for call in self.undispatched:
+            self.emit(
+                tool_call(
+                    session.next_seq,
+                    now_ms(),
+                    self.turn,
+                    self.step,
+                    call["id"],
+                    call["name"],
+                    call["arguments"],
+                )
+            )
+            self.emit(
+                tool_result(
+                    session.next_seq,
+                    now_ms(),
+                    self.turn,
+                    self.step,
+                    call["id"],
+                    CANCELLED_BEFORE_DISPATCH_TEXT,
+                    True,
+                )
+            )
+        self.undispatched = []
+        self.end_step()
+        return self.end_turn("aborted", reason="session/cancel")
+
+
+def _joined_text(content: Sequence[ContentBlock]) -> str:
+    return "".join(block["text"] for block in content if block["type"] == "text")
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+async def _aclose(stream: object) -> None:
+    aclose: Callable[[], Any] | None = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -1,0 +1,108 @@
+"""The model's view of a session: the conversation messages a log stands for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from dsh_core._events import ContentBlock, Event, TextBlock
+from dsh_core._model import AssistantMessage, Message, ToolMessage, UserMessage
+
+__all__ = ["messages_from_events"]
+
+_ASSISTANT_BLOCK_TYPES = frozenset({"text", "reasoning", "tool-call"})
+
+
+def messages_from_events(events: Iterable[Event]) -> list[Message]:
+    """The conversation a log records, in order, for the next model request.
+
+    ``user/message`` becomes a user message, ``assistant/message`` an assistant message (every
+    block, reasoning included) and ``tool/result`` a tool message; every other event (chunks,
+    turn and step markers, unknown types) is ignored. The June-era shapes are read exactly;
+    the later upstream shapes, where the message sits in ``data.message`` and tool results are
+    ``tool-result`` items of its content, are read best effort.
+
+    Args:
+        events: a session's logical events (seed included).
+
+    Returns:
+        The messages; blocks of kinds the model cannot take back are dropped.
+    """
+    messages: list[Message] = []
+    for event in events:
+        if event.type == "user/message":
+            content = _text_blocks(_content_of(event.data))
+            if content:
+                messages.append(UserMessage(role="user", content=content))
+        elif event.type == "assistant/message":
+            blocks = _assistant_blocks(_content_of(event.data))
+            if blocks:
+                messages.append(AssistantMessage(role="assistant", content=blocks))
+        elif event.type == "tool/result":
+            messages.extend(_tool_messages(event.data))
+    return messages
+
+
+def _content_of(data: Mapping[str, Any]) -> list[Any]:
+    content = data.get("content")
+    if content is None:
+        message = data.get("message")
+        if isinstance(message, Mapping):
+            content = cast(Mapping[str, Any], message).get("content")
+    return cast(list[Any], content) if isinstance(content, list) else []
+
+
+def _text_blocks(content: Sequence[Any]) -> list[TextBlock]:
+    blocks: list[TextBlock] = []
+    for item in content:
+        if isinstance(item, Mapping):
+            block = cast(Mapping[str, Any], item)
+            text = block.get("text")
+            if block.get("type") == "text" and isinstance(text, str):
+                blocks.append(TextBlock(type="text", text=text))
+    return blocks
+
+
+def _assistant_blocks(content: Sequence[Any]) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    for item in content:
+        if isinstance(item, Mapping):
+            block = cast(Mapping[str, Any], item)
+            if block.get("type") in _ASSISTANT_BLOCK_TYPES:
+                blocks.append(cast(ContentBlock, dict(block)))
+    return blocks
+
+
+def _tool_messages(data: Mapping[str, Any]) -> list[ToolMessage]:
+    call_id = data.get("callId")
+    if isinstance(call_id, str):
+        content = data.get("content")
+        items = cast(list[Any], content) if isinstance(content, list) else []
+        return [
+            ToolMessage(
+                role="tool",
+                callId=call_id,
+                content=_text_blocks(items),
+                isError=bool(data.get("isError", False)),
+            )
+        ]
+    # Later shape: data.message.content = [{type:"tool-result", toolCallId, content, isError}].
+    messages: list[ToolMessage] = []
+    for item in _content_of(data):
+        if not isinstance(item, Mapping):
+            continue
+        result = cast(Mapping[str, Any], item)
+        result_id = result.get("toolCallId")
+        if result.get("type") != "tool-result" or not isinstance(result_id, str):
+            continue
+        inner = result.get("content")
+        items = cast(list[Any], inner) if isinstance(inner, list) else []
+        messages.append(
+            ToolMessage(
+                role="tool",
+                callId=result_id,
+                content=_text_blocks(items),
+                isError=bool(result.get("isError", False)),
+            )
+        )
+    return messages
