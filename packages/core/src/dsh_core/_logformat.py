@@ -195,12 +195,19 @@ def event_from_json(obj: Any, expected_seq: int, source: str = "<text>",
     return [Event(kind, seq, time, data, row.get("surfaceOp"), seqs, extra)]  # pyright: ignore
 
 
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN/Infinity, which are not JSON and could not be written back
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def _decode(line_text: str, source: str, number: int) -> Any:
     try:
-        return json.loads(line_text)
+        return json.loads(line_text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise LogFormatError(source, number, None,
                              f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise LogFormatError(source, number, None, f"invalid JSON ({exc})") from None
 
 
 def read_log(lines: Iterable[str], source: str = "<text>") -> SessionLog:
@@ -233,7 +240,7 @@ class _Irregular(Exception):
 
 # The C scanner behind ``json.loads``: calling it at an offset decodes one value straight out
 # of the whole text, skipping the per-line split, ``loads`` wrapper and whitespace regexes.
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # pyright: ignore
 _FAST_SKIP = PACKED_ROW_TYPES | {"session", ""}
 

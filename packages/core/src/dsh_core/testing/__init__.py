@@ -2,9 +2,56 @@
 
 ``InMemorySessionStore`` is a store with no durability for unit tests of code above the
 store; the conformance suite (``StoreConformance``) is what every real backend runs against
-its own factory.
+its own factory; ``run_crash_trials`` SIGKILLs a writer subprocess at random moments and
+checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs every
+reader must refuse. ``StoreConformance`` needs pytest and is imported on first use, so
+``import dsh_core.testing`` works without it.
 """
 
-from dsh_core.testing._memory import InMemorySessionStore
+from __future__ import annotations
 
-__all__ = ["InMemorySessionStore"]
+from typing import TYPE_CHECKING, Any
+
+from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
+from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
+from dsh_core.testing._eventgen import event_time, synthetic_turn
+from dsh_core.testing._memory import InMemorySessionStore
+from dsh_core.testing._scripted import (
+    Hang,
+    Raise,
+    ScriptedModel,
+    ScriptEntry,
+    ScriptError,
+    chunk_groups,
+)
+
+if TYPE_CHECKING:
+    from dsh_core.testing._conformance import StoreConformance
+
+__all__ = [
+    "DAMAGED_LOGS",
+    "DAMAGED_SESSION_ID",
+    "CrashReport",
+    "DamagedLog",
+    "Hang",
+    "InMemorySessionStore",
+    "Raise",
+    "ScriptEntry",
+    "ScriptError",
+    "ScriptedModel",
+    "StoreConformance",
+    "chunk_groups",
+    "crash_kills",
+    "event_time",
+    "run_crash_trials",
+    "synthetic_turn",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # pytest is a test dependency only: load the suite when someone asks for it
+    if name == "StoreConformance":
+        from dsh_core.testing._conformance import StoreConformance  # noqa: PLC0415
+
+        return StoreConformance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
