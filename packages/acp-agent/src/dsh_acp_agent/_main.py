@@ -1,0 +1,150 @@
+"""The ``dsh-acp-agent`` process: settings, wiring, the stdio loop and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from dsh_acp_agent._server import AcpServer, connect
+from dsh_acp_agent._settings import (
+    AgentSettings,
+    SettingsError,
+    describe_validation_error,
+    load_settings,
+)
+from dsh_acp_agent._transport import FrameTransport, open_stdio, protect_stdout
+from dsh_core import Agent, AgentConfig, BashTool, DshError, ModelClient, SessionStore, SubagentTool
+from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
+from dsh_persistence_jsonl import JsonlSessionStore
+from dsh_persistence_sqlite import SqliteSessionStore
+from dsh_subagent_fork import ForkBackend
+from dsh_subagent_spawn import SpawnBackend
+
+if TYPE_CHECKING:
+    from dsh_llm_replay import ReplayModelClient
+
+__all__ = ["EXIT_OK", "EXIT_REPLAY_NOT_CONSUMED", "EXIT_USAGE", "build_agent", "main"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+"""A setting is invalid or a component could not be set up (nothing was served)."""
+EXIT_REPLAY_NOT_CONSUMED = 3
+"""The replay client's recorded scripts were not consumed exactly."""
+
+_log = logging.getLogger("dsh_acp_agent")
+
+SQLITE_FILE_NAME = "sessions.sqlite3"
+
+
+@dataclass
+class Wiring:
+    """What one agent process runs on."""
+
+    agent: Agent
+    replay: ReplayModelClient | None
+
+
+def build_store(settings: AgentSettings) -> SessionStore:
+    """The session store ``DSH_PERSISTENCE`` selects, rooted at ``DSH_SESSIONS_ROOT``."""
+    root = settings.sessions_root
+    root.mkdir(parents=True, exist_ok=True)
+    if settings.persistence == "sqlite":
+        return SqliteSessionStore(root / SQLITE_FILE_NAME)
+    return JsonlSessionStore(root)
+
+
+def build_model(settings: AgentSettings) -> tuple[ModelClient, ReplayModelClient | None]:
+    """The model client ``DSH_MODEL_CLIENT`` selects (and it again when it is the replay one).
+
+    Raises:
+        SettingsError: the client's own settings are invalid.
+    """
+    if settings.model_client == "replay":
+        # Imported only when selected: live runs never load the replay machinery.
+        from dsh_llm_replay import ReplayModelClient  # noqa: PLC0415
+
+        try:
+            replay = ReplayModelClient.from_settings()
+        except ValidationError as exc:
+            raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
+        return replay, replay
+    try:
+        deepseek_settings = DeepSeekSettings()
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc, "DEEPSEEK_")) from exc
+    return DeepSeekClient(deepseek_settings), None
+
+
+def build_agent(settings: AgentSettings) -> Wiring:
+    """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
+    model, replay = build_model(settings)
+    store = build_store(settings)
+    bash = BashTool() if settings.bash_timeout is None else BashTool(settings.bash_timeout)
+    tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
+    config = AgentConfig(
+        max_steps=settings.max_steps, max_delegation_depth=settings.max_delegation_depth
+    )
+    return Wiring(Agent(model, store, tools, config), replay)
+
+
+async def serve(wiring: Wiring, rpc_fd: int) -> int:
+    """Serve ACP on stdin / ``rpc_fd`` until stdin closes; return the exit code."""
+    reader, writer = await open_stdio(rpc_fd)
+    transport = FrameTransport(reader, writer)
+    server = AcpServer(wiring.agent)
+    conn = connect(server, transport)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # A signal ends running turns as aborted; the responses go out, then stdin's EOF
+        # (or the client's close) ends the loop as usual.
+        loop.add_signal_handler(signum, server.cancel_all)
+    try:
+        await conn.main_loop()
+    finally:
+        server.cancel_all()
+        await conn.close()
+        server.close()
+        await wiring.agent.model.aclose()
+    return finish_replay(wiring.replay)
+
+
+def finish_replay(replay: ReplayModelClient | None) -> int:
+    """Write the replay report (``DSH_REPLAY_REPORT``) and check every script was consumed."""
+    if replay is None:
+        return EXIT_OK
+    report = os.environ.get("DSH_REPLAY_REPORT")
+    if report:
+        replay.write_report(report)
+    try:
+        replay.assert_consumed()
+    except Exception as exc:  # the replay package's NotConsumedError, reported as is
+        print(f"dsh-acp-agent: {exc}", file=sys.stderr)
+        return EXIT_REPLAY_NOT_CONSUMED
+    return EXIT_OK
+
+
+def main() -> None:
+    """Console entry point of ``dsh-acp-agent``; exits with the process's exit code."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.WARNING,
+        format="dsh-acp-agent: %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings()
+        wiring = build_agent(settings)
+    except SettingsError as exc:
+        print(f"dsh-acp-agent: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except (DshError, OSError, ValueError) as exc:
+        print(f"dsh-acp-agent: cannot start: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    rpc_fd = protect_stdout()
+    raise SystemExit(asyncio.run(serve(wiring, rpc_fd)))

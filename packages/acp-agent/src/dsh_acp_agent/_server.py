@@ -1,0 +1,292 @@
+"""The ACP method handlers: sessions from the store, turns from the agent, updates out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol
+
+from acp.connection import Connection
+from acp.exceptions import RequestError
+from acp.meta import AGENT_METHODS, CLIENT_METHODS
+from acp.router import MessageRouter
+from acp.schema import (
+    CancelNotification,
+    InitializeRequest,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptRequest,
+)
+
+from dsh_acp_agent._updates import JsonObject, UpdateMapper, replay_updates
+from dsh_core import (
+    Agent,
+    CreateOptions,
+    DshError,
+    Event,
+    Session,
+    SessionBusyError,
+    SessionMeta,
+    SessionNotFoundError,
+    SessionStore,
+    TurnOutcome,
+)
+
+__all__ = ["AGENT_NAME", "AcpServer", "ProtocolError", "build_router"]
+
+_log = logging.getLogger("dsh_acp_agent")
+
+AGENT_NAME = "dsh-acp-agent"
+PROTOCOL_VERSION = 1
+
+_STOP_REASONS = {"completed": "end_turn", "aborted": "cancelled", "max-tokens": "max_tokens"}
+
+
+def _package_version() -> str:
+    try:
+        return version("dsh-acp-agent")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0.0.0"
+
+
+class ProtocolError(RequestError):
+    """A JSON-RPC error whose frame omits ``data`` when there is none (upstream's shape)."""
+
+    def to_error_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {"code": self.code, "message": str(self)}
+        if self.data is not None:
+            obj["data"] = self.data
+        return obj
+
+
+class Notifier(Protocol):
+    """Where ``session/update`` notifications go (the ``acp`` connection)."""
+
+    async def send_notification(self, method: str, params: Any | None = None) -> None: ...
+
+
+@dataclass
+class _LiveSession:
+    session: Session
+    turn: asyncio.Task[TurnOutcome] | None = None
+    turn_started: bool = False
+    cancel_pending: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class _UpdatePump:
+    """Turns the agent's synchronous listener calls into ordered, awaited notifications."""
+
+    def __init__(self, notifier: Notifier, session_id: str) -> None:
+        self._notifier = notifier
+        self._session_id = session_id
+        self._mapper = UpdateMapper()
+        self._queue: asyncio.Queue[JsonObject | None] = asyncio.Queue()
+        self._task = asyncio.create_task(self._drain(), name=f"dsh-acp-updates-{session_id}")
+
+    def listener(self, event: Event) -> None:
+        for update in self._mapper.updates_for(event):
+            self._queue.put_nowait(update)
+
+    async def finish(self) -> None:
+        """Wait until every queued update has been written."""
+        self._queue.put_nowait(None)
+        await self._task
+
+    async def _drain(self) -> None:
+        method = CLIENT_METHODS["session_update"]
+        while (update := await self._queue.get()) is not None:
+            try:
+                await self._notifier.send_notification(
+                    method, {"sessionId": self._session_id, "update": update}
+                )
+            except ConnectionError:
+                # The client is gone; the turn still runs to its end and is logged.
+                _log.warning("dropped a session/update: the connection is closed")
+
+
+class AcpServer:
+    """Serves ``initialize``, ``session/new|load|prompt|cancel`` for one client.
+
+    Args:
+        agent: runs the turns; its store holds every session.
+        notifier: the connection updates are sent on (set with :meth:`bind` when the
+            connection is built after the server).
+    """
+
+    def __init__(self, agent: Agent, notifier: Notifier | None = None) -> None:
+        self.agent = agent
+        self._notifier = notifier
+        self._sessions: dict[str, _LiveSession] = {}
+
+    @property
+    def store(self) -> SessionStore:
+        return self.agent.store
+
+    def bind(self, notifier: Notifier) -> None:
+        """Attach the connection notifications go out on."""
+        self._notifier = notifier
+
+    def _notify_target(self) -> Notifier:
+        if self._notifier is None:
+            raise RuntimeError("AcpServer.bind() was not called before serving")
+        return self._notifier
+
+    # --- handlers (called by acp's router with the request's fields as keywords) ----------
+
+    async def initialize(self, **_: Any) -> JsonObject:
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentInfo": {"name": AGENT_NAME, "version": _package_version()},
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            },
+            "authMethods": [],
+        }
+
+    async def new_session(self, cwd: str, **_: Any) -> JsonObject:
+        session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+        self._sessions[session.id] = _LiveSession(session)
+        return {"sessionId": session.id}
+
+    async def load_session(self, session_id: str, **_: Any) -> JsonObject:
+        live = self._sessions.get(session_id)
+        if live is None:
+            try:
+                session = self.store.resume(session_id)
+            except SessionNotFoundError:
+                raise _unknown_session(session_id) from None
+            except SessionBusyError as exc:
+                raise ProtocolError(
+                    -32603,
+                    f"Internal error: session {session_id} is open in another process: {exc}",
+                ) from exc
+            except DshError as exc:
+                raise ProtocolError(
+                    -32603, f"Internal error: cannot load session {session_id}: {exc}"
+                ) from exc
+            live = _LiveSession(session)
+            self._sessions[session_id] = live
+        notifier = self._notify_target()
+        method = CLIENT_METHODS["session_update"]
+        async with live.lock:
+            for update in replay_updates(live.session.events):
+                await notifier.send_notification(
+                    method, {"sessionId": session_id, "update": update}
+                )
+        return {}
+
+    async def prompt(self, session_id: str, prompt: Sequence[Any], **_: Any) -> JsonObject:
+        live = self._sessions.get(session_id)
+        if live is None:
+            raise _unknown_session(session_id)
+        if live.turn is not None:
+            raise ProtocolError(
+                -32602, f"Invalid params: session {session_id} is already running a prompt"
+            )
+        text = "".join(
+            str(getattr(block, "text", ""))
+            for block in prompt
+            if getattr(block, "type", None) == "text"
+        )
+        async with live.lock:
+            outcome = await self._run_turn(live, text)
+        if outcome.kind == "error" or outcome.kind not in _STOP_REASONS:
+            message = outcome.error.message if outcome.error is not None else outcome.kind
+            raise ProtocolError(-32603, f"Internal error: turn failed: {message}")
+        return {"stopReason": _STOP_REASONS[outcome.kind]}
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        live = self._sessions.get(session_id)
+        if live is not None:
+            _cancel_turn(live)
+
+    # --- turns and shutdown ---------------------------------------------------------------
+
+    async def _run_turn(self, live: _LiveSession, text: str) -> TurnOutcome:
+        pump = _UpdatePump(self._notify_target(), live.session.id)
+        live.turn_started = live.cancel_pending = False
+        task = asyncio.create_task(self._turn(live, text, pump))
+        live.turn = task
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            # The request itself is being torn down (shutdown): end the turn cleanly first.
+            task.cancel()
+            await asyncio.wait({task})
+            raise
+        finally:
+            live.turn = None
+            await pump.finish()
+        if task.cancelled():
+            # The agent consumes a cancellation and returns "aborted"; a task cancelled for
+            # shutdown before it ran ends up here.
+            return TurnOutcome(turn=0, kind="aborted", final_text="")
+        exc = task.exception()
+        if exc is not None:
+            _log.error("turn failed in session %s", live.session.id, exc_info=exc)
+            raise ProtocolError(-32603, f"Internal error: turn failed: {exc}") from exc
+        return task.result()
+
+    async def _turn(self, live: _LiveSession, text: str, pump: _UpdatePump) -> TurnOutcome:
+        live.turn_started = True
+        if live.cancel_pending:
+            # Cancelled before this task first ran: cancel now, so the agent has logged the
+            # turn's start and closes it as aborted at its first suspension point.
+            current = asyncio.current_task()
+            if current is not None:
+                current.cancel()
+        return await self.agent.run_turn(live.session, text, listener=pump.listener)
+
+    def cancel_all(self) -> None:
+        """Cancel every running turn (each is logged as aborted)."""
+        for live in self._sessions.values():
+            _cancel_turn(live)
+
+    def close(self) -> None:
+        """Flush and close every open session, then the store. Errors are logged, not raised."""
+        for session_id, live in list(self._sessions.items()):
+            try:
+                live.session.close()
+            except Exception:
+                _log.exception("closing session %s failed", session_id)
+        self._sessions.clear()
+        self.store.close()
+
+
+def _cancel_turn(live: _LiveSession) -> None:
+    if live.turn is None:
+        return
+    if live.turn_started:
+        live.turn.cancel()
+    else:
+        # A task cancelled before it starts never runs, and its turn would go unlogged.
+        live.cancel_pending = True
+
+
+def _unknown_session(session_id: str) -> ProtocolError:
+    return ProtocolError(
+        -32602, f"Invalid params: unknown session {session_id}", {"sessionId": session_id}
+    )
+
+
+def build_router(server: AcpServer) -> MessageRouter:
+    """``acp``'s router with the methods this agent serves bound to ``server``."""
+    router = MessageRouter()
+    router.route_request(AGENT_METHODS["initialize"], InitializeRequest, server, "initialize")
+    router.route_request(AGENT_METHODS["session_new"], NewSessionRequest, server, "new_session")
+    router.route_request(AGENT_METHODS["session_load"], LoadSessionRequest, server, "load_session")
+    router.route_request(AGENT_METHODS["session_prompt"], PromptRequest, server, "prompt")
+    router.route_notification(AGENT_METHODS["session_cancel"], CancelNotification, server, "cancel")
+    return router
+
+
+def connect(server: AcpServer, transport: Any) -> Connection:
+    """The ``acp`` connection serving ``server`` over ``transport`` (not yet listening)."""
+    conn = Connection(build_router(server), transport, listening=False)
+    server.bind(conn)
+    return conn

@@ -1,0 +1,84 @@
+"""The agent process's settings, read from ``DSH_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["AgentSettings", "SettingsError", "describe_validation_error", "load_settings"]
+
+
+def _default_sessions_root() -> Path:
+    return Path("~/.local/share/dsh/sessions").expanduser()
+
+
+class AgentSettings(BaseSettings):
+    """What ``dsh-acp-agent`` reads from the environment (each field is ``DSH_<FIELD>``).
+
+    Attributes:
+        sessions_root: directory holding the session logs (``DSH_SESSIONS_ROOT``).
+        persistence: ``jsonl`` (one file per session in the root) or ``sqlite``
+            (``<root>/sessions.sqlite3``) (``DSH_PERSISTENCE``).
+        model_client: ``deepseek`` (live API) or ``replay`` (recorded scripts)
+            (``DSH_MODEL_CLIENT``).
+        max_delegation_depth: deepest child a subagent tool may create
+            (``DSH_MAX_DELEGATION_DEPTH``).
+        max_steps: model calls allowed in one turn (``DSH_MAX_STEPS``).
+        bash_timeout: seconds a bash command may run; unset keeps the tool's default
+            (``DSH_BASH_TIMEOUT``).
+        replay_report: where the replay client writes its consumption report at exit
+            (``DSH_REPLAY_REPORT``; replay only).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
+
+    sessions_root: Path = Field(default_factory=_default_sessions_root)
+    persistence: Literal["jsonl", "sqlite"] = "jsonl"
+    model_client: Literal["deepseek", "replay"] = "deepseek"
+    max_delegation_depth: int = Field(default=1, ge=0)
+    max_steps: int = Field(default=50, ge=1)
+    bash_timeout: float | None = Field(default=None, gt=0)
+    replay_report: Path | None = None
+
+
+class SettingsError(Exception):
+    """A setting has an invalid value; the message is one line naming the variable."""
+
+
+def describe_validation_error(exc: ValidationError, env_prefix: str) -> str:
+    """One line naming the first offending environment variable and why it is wrong.
+
+    Args:
+        exc: the error pydantic-settings raised while reading the environment.
+        env_prefix: the settings class's ``env_prefix`` (``"DSH_"``, ``"DEEPSEEK_"``…).
+
+    Returns:
+        ``"invalid DSH_MAX_STEPS='0': Input should be greater than or equal to 1"`` style text.
+    """
+    errors = exc.errors()
+    if not errors:
+        return str(exc).splitlines()[0]
+    first = errors[0]
+    loc = first.get("loc", ())
+    field = str(loc[0]) if loc else "?"
+    variable = f"{env_prefix}{field}".upper()
+    given: Any = first.get("input")
+    if first.get("type") == "missing":
+        return f"missing {variable}: {first.get('msg', 'required')}"
+    shown = "" if isinstance(given, dict) else f"={given!r}"
+    return f"invalid {variable}{shown}: {first.get('msg', 'invalid value')}"
+
+
+def load_settings() -> AgentSettings:
+    """Read :class:`AgentSettings` from the environment.
+
+    Raises:
+        SettingsError: a variable has an invalid value (the message names it).
+    """
+    try:
+        return AgentSettings()
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
