@@ -174,18 +174,8 @@ def events_from_rows(rows: Iterable[tuple[Any, ...]], source: str) -> list[Event
         if seqs_text is None and op_text is None and extra_text is None:
             append(Event(kind, seq, time, data))  # pyright: ignore[reportUnknownArgumentType]
         else:
-            append(
-                _slow_event(
-                    kind,
-                    seq,
-                    time,
-                    data,
-                    seqs_text,
-                    op_text,  # pyright: ignore
-                    extra_text,
-                    source,
-                )
-            )
+            event = _slow_event(kind, seq, time, data, seqs_text, op_text, extra_text, source)  # pyright: ignore[reportUnknownArgumentType]
+            append(event)
     return events
 
 

@@ -174,19 +174,18 @@ def inspect_file(path: Path) -> FileState:
                 f"version {SCHEMA_VERSION}); refusing to touch it; nothing was written"
             )
         return FileState(fresh=True)
+    absent = [table for table in _EXPECTED_COLUMNS if table not in tables]
+    if absent:
+        raise StoreCorruptError(
+            f"{path} records schema version {SCHEMA_VERSION} but has no "
+            f"{' and no '.join(absent)} table; nothing was written"
+        )
     for table, expected in _EXPECTED_COLUMNS.items():
-        found = tables.get(table)
-        if found is None:
-            raise StoreCorruptError(
-                f"{path} records schema version {SCHEMA_VERSION} but has "
-                f"no {table} table; nothing was written"
-            )
-        missing = expected - found
+        missing = expected - tables[table]
         if missing:
             raise StoreCorruptError(
-                f"{path}: table {table} lacks the columns "
-                f"{', '.join(sorted(missing))} of schema version "
-                f"{SCHEMA_VERSION}; nothing was written"
+                f"{path}: table {table} lacks the columns {', '.join(sorted(missing))} "
+                f"of schema version {SCHEMA_VERSION}; nothing was written"
             )
     return FileState(fresh=False)
 

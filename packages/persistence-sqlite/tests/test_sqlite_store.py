@@ -1,0 +1,170 @@
+"""What the SQLite store promises beyond the shared conformance suite."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import dsh_persistence_sqlite
+from dsh_core import (
+    CreateOptions,
+    Event,
+    SessionBusyError,
+    SessionHeader,
+    SessionMeta,
+    read_log,
+    render_log,
+    tool_call,
+    turn_start,
+)
+from dsh_core.testing import synthetic_turn
+from dsh_persistence_sqlite import SCHEMA_VERSION, SqliteSessionStore
+
+
+def test_public_api_is_pinned() -> None:
+    assert dsh_persistence_sqlite.__all__ == ["SCHEMA_VERSION", "SqliteSessionStore"]
+    assert SCHEMA_VERSION == 4
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["absent", "empty-file"])
+def test_fresh_file_is_stamped_with_schema_4_and_wal(tmp_path: Path, existing: bool) -> None:
+    path = tmp_path / "nested" / "dir" / "s.sqlite3"
+    if existing:
+        path.parent.mkdir(parents=True)
+        path.touch()
+    SqliteSessionStore(path).close()
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = {
+            row[0]
+            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        assert tables == {"sessions", "events"}
+    finally:
+        connection.close()
+    # reopening a stamped store neither fails nor re-stamps
+    SqliteSessionStore(path).close()
+
+
+def test_connection_pragmas(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
+        connection = store._conn()
+        assert connection.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert connection.execute("PRAGMA trusted_schema").fetchone() == (0,)
+        assert connection.execute("PRAGMA foreign_keys").fetchone() == (1,)
+
+
+def test_unknown_header_and_envelope_keys_survive_in_extra_columns(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    header = SessionHeader(
+        id="x", created_at=3, seed_length=1, extra={"futureField": {"nested": [1, "два"]}}
+    )
+    event = Event("future/event", 0, 9, {"k": 1.5}, extra={"lane": "side", "tags": [None]})
+    with SqliteSessionStore(path) as store:
+        session = store.create(
+            CreateOptions(session_id="x", meta=SessionMeta(created_at=3, seed_length=1))
+        )
+        session.close()
+        # the protocol has no way to pass header extras, so put them where a newer writer would
+        store._conn().execute(
+            "UPDATE sessions SET extra = ? WHERE id = 'x'",
+            ('{"futureField":{"nested":[1,"два"]}}',),
+        )
+        resumed = store.resume("x")
+        resumed.add(event)
+        resumed.close()
+    with SqliteSessionStore(path) as store:
+        log = store.load("x")
+        assert log.header == header
+        assert render_log(log.header, log.events) == render_log(header, [event])
+
+
+def test_export_jsonl_is_the_stored_log_as_written(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
+        seed = synthetic_turn(0, 1)
+        session = store.create(
+            CreateOptions(session_id="e", seed=seed, meta=SessionMeta(created_at=11, seed_length=3))
+        )
+        n = session.next_seq
+        open_turn = [turn_start(n, 5, 2), tool_call(n + 1, 6, 2, 1, "c", "bash", "{}")]
+        for event in open_turn:
+            session.add(event)
+        session.close()
+        text = store.export_jsonl("e")
+        assert text == render_log(session.header, [*seed, *open_turn])
+        # the export is the raw log: the open turn is closed only in load's view
+        parsed = read_log(text.splitlines(), "<export>")
+        assert parsed.events[-1].type == "tool/call"
+        assert store.load("e").events[-1].type == "turn/end"
+
+
+def test_writer_in_another_process_excludes_this_one_until_it_dies(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite3"
+    with SqliteSessionStore(path) as store:
+        store.create(CreateOptions(session_id="shared")).close()
+    holder = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from dsh_persistence_sqlite import SqliteSessionStore
+        session = SqliteSessionStore(Path({str(path)!r})).resume("shared")
+        print("holding", flush=True)
+        sys.stdin.read()
+    """)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "holding"
+        with SqliteSessionStore(path) as store:
+            with pytest.raises(SessionBusyError, match="shared"):
+                store.resume("shared")
+            assert store.load("shared").header.id == "shared"  # readers are never blocked
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.close()
+        proc.stdout.close()
+    with SqliteSessionStore(path) as store:  # the kernel released the dead writer's lock
+        store.resume("shared").close()
+
+
+def test_lock_names_are_safe_for_any_session_id(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
+        for session_id in ("../escape", "a/b", "x" * 500, "日本"):
+            store.create(CreateOptions(session_id=session_id)).close()
+            store.resume(session_id).close()
+        assert {h.id for h in store.list_sessions()} == {"../escape", "a/b", "x" * 500, "日本"}
+    locks = list((tmp_path / "s.sqlite3.locks").iterdir())
+    assert len(locks) == 4
+    assert all(p.parent == tmp_path / "s.sqlite3.locks" for p in locks)
+
+
+def test_closed_writer_and_closed_store_refuse_use(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.sqlite3")
+    session = store.create(CreateOptions(session_id="c"))
+    session.close()
+    with pytest.raises(ValueError, match="closed"):
+        session._writer.append(synthetic_turn(0, 1))
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(ValueError, match="closed"):
+        store.load("c")
+
+
+def test_deleting_a_session_row_cascades_to_its_events(tmp_path: Path) -> None:
+    with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
+        session = store.create(CreateOptions(session_id="d", seed=synthetic_turn(0, 1)))
+        session.close()
+        connection = store._conn()
+        connection.execute("DELETE FROM sessions WHERE id = 'd'")
+        assert connection.execute("SELECT count(*) FROM events").fetchone() == (0,)
