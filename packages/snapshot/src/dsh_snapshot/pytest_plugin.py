@@ -1,1 +1,137 @@
-"""pytest plugin for dsh snapshot scenarios (inert until a scenario path is given)."""
+"""pytest plugin: each scenario folder × composition is one test item.
+
+Inert unless asked: without ``--dsh-snapshots`` it adds one option and collects nothing, so
+ordinary runs over ``packages/`` and ``tests/`` are untouched. With it, every folder holding
+``input.json`` under the given paths becomes a collector whose items are named by composition::
+
+    pytest --dsh-snapshots snapshots -n auto
+    pytest --dsh-snapshots snapshots --splits 2 --group 1      # pytest-split, .test_durations
+    DSH_SNAPSHOT=refresh pytest --dsh-snapshots snapshots -n auto
+
+The mode comes from ``DSH_SNAPSHOT`` (``replay`` by default, ``refresh``, ``record``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["ScenarioFolder", "ScenarioItem"]
+
+_MODES = ("replay", "refresh", "record")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dsh-snapshot")
+    group.addoption(
+        "--dsh-snapshots",
+        action="store_true",
+        default=False,
+        help="collect scenario folders (holding input.json) as tests",
+    )
+    group.addoption(
+        "--dsh-composition",
+        default="jsonl,sqlite",
+        help="comma-separated persistence backends per scenario (jsonl,sqlite)",
+    )
+    group.addoption(
+        "--dsh-timeout",
+        type=float,
+        default=60.0,
+        help="seconds any single wait for the agent may take",
+    )
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if not parent.config.getoption("dsh_snapshots"):
+        return None
+    if (path / "input.json").is_file():
+        return ScenarioFolder.from_parent(parent, path=path)  # pyright: ignore[reportUnknownMemberType]
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dsh_snapshots"):
+        mode = os.environ.get("DSH_SNAPSHOT", "replay")
+        if mode not in _MODES:
+            raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
+
+
+class ScenarioFolder(pytest.Directory):
+    """A scenario folder; yields one :class:`ScenarioItem` per composition."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from dsh_snapshot._scenario import load_scenario  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        scenario = load_scenario(self.path)
+        mode = os.environ.get("DSH_SNAPSHOT", "replay")
+        compositions = [
+            c.strip() for c in str(self.config.getoption("dsh_composition")).split(",") if c.strip()
+        ]
+        if mode != "replay":
+            compositions = ["jsonl"]  # outputs are written once, from the JSONL run
+        for composition in compositions:
+            if composition not in ("jsonl", "sqlite"):
+                raise pytest.UsageError(f"--dsh-composition: unknown backend {composition!r}")
+            yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
+                self,
+                name=f"{scenario.name}[{composition}]",
+                scenario=scenario,
+                composition=composition,
+                mode=mode,
+            )
+
+
+class ScenarioItem(pytest.Item):
+    """Run one scenario with one persistence backend in the mode ``DSH_SNAPSHOT`` names."""
+
+    def __init__(self, *, scenario: Any, composition: str, mode: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
+        self.scenario = scenario
+        self.composition = composition
+        self.mode = mode
+
+    def runtest(self) -> None:
+        from dsh_snapshot._runner import RunOptions, run_scenario  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        options_mode = self.mode
+        api_key = None
+        if self.mode == "record":
+            from dsh_snapshot.cli import record_key  # noqa: PLC0415 - keep the plugin inert and cheap
+
+            api_key = record_key()
+            if api_key is None:
+                pytest.skip("record: no DEEPSEEK_API_KEY in the environment or ./.env")
+        result = run_scenario(
+            self.scenario,
+            RunOptions(
+                mode=options_mode,  # pyright: ignore[reportArgumentType]
+                composition=self.composition,  # pyright: ignore[reportArgumentType]
+                timeout=float(str(self.config.getoption("dsh_timeout"))),
+                api_key=api_key,
+            ),
+        )
+        self.user_properties.append(("sessions", result.sessions))
+        self.user_properties.append(("calls_replayed", result.calls_replayed))
+        if not result.ok:
+            raise ScenarioFailure(result.failures)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ScenarioFailure):
+            return "\n".join(excinfo.value.failures)
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"scenario {self.name}"
+
+
+class ScenarioFailure(Exception):
+    """A scenario run found failures (the message lists them)."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        super().__init__("\n".join(failures))

@@ -1,0 +1,135 @@
+"""Running many scenarios (in parallel), the proof, and the result table."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from rich.console import Console
+from rich.table import Table
+
+from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
+from dsh_snapshot._scenario import Scenario
+
+__all__ = ["jobs_from", "print_results", "run_many", "run_proof", "summary_line"]
+
+
+def jobs_from(value: str | int | None) -> int:
+    """``auto`` → the CPU count; a number → itself (at least 1)."""
+    if value is None or value == "auto":
+        return max(os.cpu_count() or 1, 1)
+    return max(int(value), 1)
+
+
+def run_many(
+    scenarios: Sequence[Scenario],
+    options: RunOptions,
+    compositions: Sequence[Composition],
+    jobs: int,
+) -> list[ScenarioResult]:
+    """Run every (scenario, composition) pair; results in input order.
+
+    Threads suffice: each run's work happens in its own agent subprocess.
+    """
+    pairs = [(s, replace(options, composition=c)) for s in scenarios for c in compositions]
+    if jobs <= 1 or len(pairs) <= 1:
+        return [run_scenario(s, o) for s, o in pairs]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(run_scenario, [s for s, _ in pairs], [o for _, o in pairs]))
+
+
+def summary_line(results: Iterable[ScenarioResult]) -> str:
+    """``9 scenarios (18 runs), 26 sessions, 60 model calls replayed: 18 passed, 0 failed``."""
+    items = list(results)
+    names = {r.scenario.path for r in items}
+    sessions = sum(r.sessions for r in items)
+    calls = sum(r.calls_replayed for r in items)
+    passed = sum(1 for r in items if r.ok)
+    return (
+        f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
+        f"{calls} model calls replayed: {passed} passed, {len(items) - passed} failed"
+    )
+
+
+def print_results(console: Console, results: Sequence[ScenarioResult], title: str) -> None:
+    """The result table, then every failure in full, then the summary line."""
+    table = Table(title=title)
+    for column in (
+        "scenario",
+        "composition",
+        "mode",
+        "result",
+        "sessions",
+        "calls",
+        "seconds",
+        "detail",
+    ):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
+        table.add_row(
+            r.scenario.name,
+            r.options.composition,
+            r.options.mode,
+            "[green]pass[/green]" if r.ok else "[red]FAIL[/red]",
+            str(r.sessions),
+            str(r.calls_replayed),
+            f"{r.seconds:.2f}",
+            detail[:120],
+        )
+    console.print(table)
+    for r in results:
+        if not r.ok:
+            console.print(
+                f"[red]FAIL[/red] {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
+                highlight=False,
+            )
+            for failure in r.failures:
+                console.print(f"  - {failure}", highlight=False, markup=False)
+    console.print(summary_line(results), highlight=False)
+
+
+def run_proof(
+    console: Console, scenarios: Sequence[Scenario], options: RunOptions, jobs: int
+) -> bool:
+    """Red-to-green: every fork scenario must fail with the seedLength slice off and pass with
+    it on. Prints which assertion went red for each. Returns True when the proof holds."""
+    forks = [s for s in scenarios if s.fork_children]
+    if not forks:
+        console.print(
+            "proof: no fork scenario (a child fixture with a non-zero seedLength) "
+            "under the given paths",
+            highlight=False,
+        )
+        return False
+    off = run_many(forks, replace(options, seed_slice=False), ["jsonl"], jobs)
+    on = run_many(forks, replace(options, seed_slice=True), ["jsonl"], jobs)
+    held = True
+    console.print(
+        "proof, slice OFF (DSH_REPLAY_SEED_SLICE=false): every fork scenario must go red",
+        highlight=False,
+    )
+    for r in off:
+        if r.ok:
+            held = False
+            console.print(
+                f"  [red]NOT RED[/red] {r.scenario.name}: passed without the slice", highlight=False
+            )
+        else:
+            console.print(
+                f"  [green]red as required[/green] {r.scenario.name}: {r.summary}", highlight=False
+            )
+            for failure in r.failures[1:]:
+                console.print(f"      also: {failure}", highlight=False, markup=False)
+    console.print("proof, slice ON: every fork scenario must be green", highlight=False)
+    for r in on:
+        if r.ok:
+            console.print(f"  [green]green[/green] {r.scenario.name}", highlight=False)
+        else:
+            held = False
+            console.print(f"  [red]RED[/red] {r.scenario.name}: {r.summary}", highlight=False)
+    verdict = "holds: red without the slice, green with it" if held else "FAILED"
+    console.print(f"proof {verdict} ({len(forks)} fork scenarios)", highlight=False)
+    return held

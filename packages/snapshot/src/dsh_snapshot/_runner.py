@@ -1,0 +1,383 @@
+"""Running one scenario: a fresh temp cwd and sessions root, the real agent, harvest, compare.
+
+The same run serves every mode. ``replay`` compares and writes nothing; ``refresh`` and
+``record`` write the harvested, normalised outputs back into the folder atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dsh_core import DshError, read_log
+from dsh_llm_replay import NotConsumedError, ReplayError, check_report
+from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
+from dsh_snapshot._diff import Difference, first_difference
+from dsh_snapshot._keyscan import scan_folder
+from dsh_snapshot._normalize import (
+    Normalizer,
+    dumps_line,
+    log_cwds_and_ids,
+    normalize_frames,
+    normalize_log_text,
+    parse_jsonl,
+)
+from dsh_snapshot._scenario import META_FILE, Scenario, SnapshotMeta, render_meta
+
+__all__ = [
+    "Composition",
+    "Mode",
+    "RunOptions",
+    "ScenarioResult",
+    "harvest",
+    "run_scenario",
+    "write_fixtures",
+]
+
+Mode = Literal["replay", "refresh", "record", "record-scripted"]
+Composition = Literal["jsonl", "sqlite"]
+_EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How to run a scenario.
+
+    Attributes:
+        mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record`` (live
+            API, rewrite outputs) or ``record-scripted`` (scripted model server, rewrite outputs).
+        composition: which persistence backend the agent uses.
+        timeout: seconds any single wait for the agent may take.
+        seed_slice: ``False`` turns the replay client's seedLength slice off (the proof only).
+        api_key: the live key (``record`` only).
+    """
+
+    mode: Mode = "replay"
+    composition: Composition = "jsonl"
+    timeout: float = 60.0
+    seed_slice: bool = True
+    api_key: str | None = None
+
+
+@dataclass(slots=True)
+class ScenarioResult:
+    """What one run found."""
+
+    scenario: Scenario
+    options: RunOptions
+    ok: bool = False
+    failures: list[str] = field(default_factory=list[str])
+    differences: list[Difference] = field(default_factory=list[Difference])
+    sessions: int = 0
+    calls_replayed: int = 0
+    seconds: float = 0.0
+    written: list[str] = field(default_factory=list[str])
+
+    @property
+    def summary(self) -> str:
+        """The first failure, or ``"ok"``."""
+        return self.failures[0] if self.failures else "ok"
+
+
+# --- harvesting ---------------------------------------------------------------------------------
+
+
+def _order(logs: list[str], source: str) -> list[str]:
+    def key(text: str) -> tuple[int, int, int, str]:
+        log = read_log(text.splitlines(), source)
+        first_time = log.events[0].time if log.events else 0
+        child = 1 if log.header.parent_session else 0
+        # (createdAt, id) is the contract; the first event's time only breaks a same-millisecond
+        # tie between siblings, which a random id would otherwise order at random.
+        return (child, log.header.created_at, first_time, log.header.id)
+
+    return sorted(logs, key=key)
+
+
+def harvest(root: Path, composition: Composition) -> list[str]:
+    """Every session log under a sessions root: the primary first, then children by
+    ``(createdAt, id)``.
+
+    Raises:
+        DshError: a log cannot be read.
+    """
+    logs: list[str] = []
+    if composition == "jsonl":
+        logs = [p.read_text(encoding="utf-8") for p in sorted(root.glob("*.jsonl"))]
+    else:
+        db = root / "sessions.sqlite3"
+        if db.is_file():
+            from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415 - only for sqlite
+
+            with SqliteSessionStore(db) as store:
+                logs = [store.export_jsonl(h.id) for h in store.list_sessions()]
+    return _order(logs, str(root))
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _render(rows: list[Any]) -> str:
+    return "".join(dumps_line(r) + "\n" for r in rows)
+
+
+def write_fixtures(
+    scenario: Scenario, logs: list[list[Any]], frames: list[Any], recording: str | None
+) -> list[str]:
+    """Write normalised outputs into the scenario folder atomically; drop stale children.
+
+    Returns:
+        the names of the files whose bytes changed.
+    """
+    changed: list[str] = []
+    wanted: dict[Path, str] = {scenario.stdout_file: _render(frames)}
+    for index, rows in enumerate(logs):
+        name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
+        wanted[scenario.path / name] = _render(rows)
+    if scenario.meta is not None and recording is not None:
+        meta = SnapshotMeta.model_validate({**scenario.meta.model_dump(), "recording": recording})
+        wanted[scenario.path / META_FILE] = render_meta(meta)
+    for path, text in wanted.items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            _atomic_write(path, text)
+            changed.append(path.name)
+    for stale in scenario.path.glob("session.*.jsonl"):
+        if stale not in wanted:
+            stale.unlink()
+            changed.append(f"-{stale.name}")
+    return sorted(changed)
+
+
+# --- the model side of a run --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]:
+    exe = Path(sys.executable).with_name("dsh-scripted-model-server")
+    cmd = [str(exe)] if exe.is_file() else ["dsh-scripted-model-server"]
+    proc = subprocess.Popen(
+        [*cmd, "--script", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        base_url = None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("BASE_URL="):
+                base_url = line.strip().split("=", 1)[1]
+                break
+        if base_url is None:
+            err = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+            raise AgentError(f"the scripted model server did not print BASE_URL=…: {err}")
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str, str]:
+    primary = scenario.primary_file
+    if not primary.is_file():
+        # An authored scenario's first refresh: the bare override is the whole script.
+        primary = tmp / "empty.session.jsonl"
+        primary.write_text(_EMPTY_PRIMARY, encoding="utf-8")
+    env = {
+        "DSH_MODEL_CLIENT": "replay",
+        "DSH_SNAPSHOT_FILE": str(primary),
+        "DSH_REPLAY_REPORT": str(tmp / "replay-report.json"),
+    }
+    if scenario.child_files:
+        env["DSH_SNAPSHOT_CHILD_FILES"] = os.pathsep.join(str(p) for p in scenario.child_files)
+    if scenario.override_file is not None:
+        env["DSH_SNAPSHOT_OVERRIDE"] = str(scenario.override_file)
+    if not options.seed_slice:
+        env["DSH_REPLAY_SEED_SLICE"] = "false"
+    return env
+
+
+def _check_report(path: Path, result: ScenarioResult) -> None:
+    """Fold the replay report into the result: calls replayed, and ``assert_consumed``."""
+    try:
+        report = check_report(path)
+    except NotConsumedError as exc:
+        result.failures.append(f"replay not consumed: {exc}")
+        with contextlib.suppress(ValueError, OSError):
+            raw = as_object(json.loads(path.read_text(encoding="utf-8"))) or {}
+            scripts: list[Any] = raw.get("scripts") or []
+            result.calls_replayed = sum(
+                int((as_object(s) or {}).get("replayedCalls") or 0) for s in scripts
+            )
+        return
+    except ReplayError as exc:
+        result.failures.append(f"replay report: {exc}")
+        return
+    result.calls_replayed = sum(s["replayedCalls"] for s in report["scripts"])
+
+
+# --- comparison ---------------------------------------------------------------------------------
+
+
+def _expected(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
+    texts = [(str(p), p.read_text(encoding="utf-8")) for p in scenario.session_files]
+    cwds, ids = log_cwds_and_ids(texts)
+    norm = Normalizer(cwds, ids)
+    logs = [normalize_log_text(text, source, norm) for source, text in texts]
+    frames: list[Any] = []
+    if scenario.stdout_file.is_file():
+        raw = parse_jsonl(
+            scenario.stdout_file.read_text(encoding="utf-8"), str(scenario.stdout_file)
+        )
+        frames = normalize_frames(raw, norm)
+    return logs, frames
+
+
+def _compare(
+    scenario: Scenario, logs: list[list[Any]], frames: list[Any], result: ScenarioResult
+) -> None:
+    exp_logs, exp_frames = _expected(scenario)
+    if len(exp_logs) != len(logs):
+        result.failures.append(
+            f"session count: expected {len(exp_logs)} logs "
+            f"(session.jsonl + {max(len(exp_logs) - 1, 0)} children), "
+            f"harvested {len(logs)}"
+        )
+    for index, (exp, act) in enumerate(zip(exp_logs, logs, strict=False)):
+        name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
+        diff = first_difference(name, exp, act)
+        if diff is not None:
+            result.differences.append(diff)
+    if scenario.stdout_file.is_file():
+        diff = first_difference(scenario.stdout_file.name, exp_frames, frames)
+        if diff is not None:
+            result.differences.append(diff)
+    else:
+        result.failures.append(
+            f"{scenario.stdout_file.name} is missing: record or refresh the scenario first"
+        )
+    result.failures.extend(f"differs: {d}" for d in result.differences)
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> ScenarioResult:
+    """Run one scenario through the real agent and compare (or write) its fixtures.
+
+    Never raises for a scenario problem: everything that went wrong is in the result.
+    """
+    options = options or RunOptions()
+    result = ScenarioResult(scenario, options)
+    started = time.perf_counter()
+    try:
+        _run(scenario, options, result)
+    except (DshError, OSError, ValueError) as exc:
+        result.failures.insert(0, f"{type(exc).__name__}: {exc}")
+    result.seconds = time.perf_counter() - started
+    result.ok = not result.failures
+    return result
+
+
+def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> None:
+    if options.mode == "replay":
+        result.failures.extend(str(f) for f in scan_folder(scenario.path))
+    tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
+    try:
+        cwd, root = tmp / "cwd", tmp / "sessions"
+        if scenario.workspace is not None:
+            shutil.copytree(scenario.workspace, cwd)
+        else:
+            cwd.mkdir()
+        root.mkdir()
+        env = {"DSH_SESSIONS_ROOT": str(root), "DSH_PERSISTENCE": options.composition}
+        replaying = options.mode in ("replay", "refresh") or scenario.authored
+        with contextlib.ExitStack() as stack:
+            if replaying:
+                env |= _replay_env(scenario, tmp, options)
+            elif options.mode == "record-scripted":
+                if scenario.script_file is None:
+                    raise AgentError(
+                        f"{scenario.path}: record --scripted needs model.script.json "
+                        f"(or a bare-array replay.override.json)"
+                    )
+                base = stack.enter_context(_scripted_server(scenario.script_file, options.timeout))
+                env |= {
+                    "DSH_MODEL_CLIENT": "deepseek",
+                    "DEEPSEEK_BASE_URL": base,
+                    "DEEPSEEK_API_KEY": "scripted",
+                }
+            else:
+                if not options.api_key:
+                    raise AgentError("record needs DEEPSEEK_API_KEY")
+                env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
+                for name in ("DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL"):
+                    if os.environ.get(name):
+                        env[name] = os.environ[name]
+            agent = AgentProcess(cwd, base_env(env), options.timeout)
+            try:
+                for step in scenario.steps:
+                    agent.run_step(step)
+                code = agent.finish()
+            finally:
+                agent.kill()
+        if code != 0:
+            result.failures.append(
+                f"the agent exited with code {code}; stderr: "
+                f"{agent.stderr.strip()[-1500:] or '(empty)'}"
+            )
+        texts = harvest(root, options.composition)
+        result.sessions = len(texts)
+        cwds, ids = log_cwds_and_ids((str(root), t) for t in texts)
+        norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
+        logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
+        frames = normalize_frames(agent.frames, norm)
+        if replaying:
+            _check_report(tmp / "replay-report.json", result)
+        if options.mode == "replay":
+            _compare(scenario, logs, frames, result)
+        elif not result.failures:
+            recording = None
+            if scenario.meta is not None:
+                recording = (
+                    "authored"
+                    if scenario.authored
+                    else {"record": "live", "record-scripted": "scripted"}.get(
+                        options.mode, scenario.meta.recording
+                    )
+                )
+            result.written = write_fixtures(scenario, logs, frames, recording)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

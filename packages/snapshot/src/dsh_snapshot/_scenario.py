@@ -1,0 +1,277 @@
+"""Scenario folders: the ``snapshot.yml`` model, ``input.json`` steps and discovery.
+
+A scenario is a folder holding ``input.json``. Ours also hold ``snapshot.yml``; upstream folders
+(``stdout.golden.jsonl``, no ``snapshot.yml``) are read as they are, so the same runner replays
+both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dsh_core import DshError
+
+__all__ = [
+    "INPUT_FILE",
+    "META_FILE",
+    "SCRIPT_FILE",
+    "Scenario",
+    "ScenarioError",
+    "SnapshotMeta",
+    "Step",
+    "discover",
+    "load_scenario",
+    "render_meta",
+]
+
+INPUT_FILE = "input.json"
+META_FILE = "snapshot.yml"
+SCRIPT_FILE = "model.script.json"
+OVERRIDE_FILE = "replay.override.json"
+STDOUT_FILES = ("stdout.expected.jsonl", "stdout.golden.jsonl")
+_CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
+
+Recording = Literal["live", "scripted", "authored"]
+
+
+class ScenarioError(DshError):
+    """A scenario folder is malformed; the message names the file and the field."""
+
+    def __init__(self, path: Path, field: str | None, reason: str) -> None:
+        self.path = path
+        self.field = field
+        self.reason = reason
+        what = f" field {field!r}:" if field else ""
+        super().__init__(f"{path}:{what} {reason}")
+
+
+class SnapshotMeta(BaseModel):
+    """The contents of ``snapshot.yml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1]
+    profile: str = Field(min_length=1)
+    composition: Literal["default", "jsonl", "sqlite"] = "default"
+    recording: Recording
+    description: str | None = None
+
+
+class Step(BaseModel):
+    """One step of ``input.json``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    op: Literal[
+        "initialize",
+        "newSession",
+        "loadSession",
+        "prompt",
+        "promptAndCancel",
+        "cancel",
+        "promptExpectError",
+    ]
+    text: str | None = None
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    steps: list[Step] = Field(min_length=1)
+
+
+def _field_of(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"]) or None
+    return (loc or "", first["msg"])
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A scenario folder, validated.
+
+    Attributes:
+        path: the folder (absolute).
+        name: ``profile/folder`` (profile from ``snapshot.yml``, else the parent folder name).
+        meta: ``snapshot.yml`` contents, or ``None`` for an upstream folder.
+        steps: the ``input.json`` steps.
+        stdout_file: the expected stdout fixture (may not exist yet before a first recording).
+        session_files: ``session.jsonl`` then ``session.1.jsonl`` … (existing ones only).
+    """
+
+    path: Path
+    name: str
+    meta: SnapshotMeta | None
+    steps: tuple[Step, ...]
+    stdout_file: Path
+    session_files: tuple[Path, ...]
+
+    @property
+    def override_file(self) -> Path | None:
+        """``replay.override.json`` when present."""
+        path = self.path / OVERRIDE_FILE
+        return path if path.is_file() else None
+
+    @property
+    def script_file(self) -> Path | None:
+        """``model.script.json`` (the scripted model server's script) when present."""
+        path = self.path / SCRIPT_FILE
+        return path if path.is_file() else None
+
+    @property
+    def workspace(self) -> Path | None:
+        """``workspace/`` to copy into the temporary cwd, when present."""
+        path = self.path / "workspace"
+        return path if path.is_dir() else None
+
+    @property
+    def primary_file(self) -> Path:
+        """``session.jsonl`` (it may not exist yet before a first recording)."""
+        return self.path / "session.jsonl"
+
+    @property
+    def child_files(self) -> tuple[Path, ...]:
+        """``session.1.jsonl`` … in order."""
+        return self.session_files[1:]
+
+    @property
+    def authored(self) -> bool:
+        """True when the override is a bare array: the script is authored, not recorded."""
+        override = self.override_file
+        if override is None:
+            return False
+        try:
+            return isinstance(json.loads(override.read_text(encoding="utf-8")), list)
+        except (OSError, ValueError):
+            return False
+
+    @property
+    def fork_children(self) -> tuple[Path, ...]:
+        """Child fixtures whose header carries a non-zero ``seedLength``."""
+        out: list[Path] = []
+        for child in self.child_files:
+            with child.open(encoding="utf-8") as handle:
+                first = handle.readline()
+            try:
+                header: Any = json.loads(first)
+            except ValueError:
+                continue
+            if isinstance(header, dict) and (header.get("seedLength") or 0) > 0:  # pyright: ignore
+                out.append(child)
+        return tuple(out)
+
+
+def _load_meta(path: Path) -> SnapshotMeta:
+    try:
+        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ScenarioError(path, None, f"invalid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(path, None, "snapshot.yml must be a mapping")
+    try:
+        return SnapshotMeta.model_validate(raw)
+    except ValidationError as exc:
+        field, msg = _field_of(exc)
+        raise ScenarioError(path, field, msg) from None
+
+
+def _load_steps(path: Path) -> tuple[Step, ...]:
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ScenarioError(path, None, f"invalid JSON: {exc}") from None
+    try:
+        steps = _Input.model_validate(raw).steps
+    except ValidationError as exc:
+        field, msg = _field_of(exc)
+        raise ScenarioError(path, field, msg) from None
+    for index, step in enumerate(steps):
+        if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
+            raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
+    return tuple(steps)
+
+
+def _session_files(folder: Path) -> tuple[Path, ...]:
+    numbers: list[int] = []
+    for entry in folder.iterdir():
+        match = _CHILD_RE.match(entry.name)
+        if match:
+            numbers.append(int(match.group(1)))
+    numbers.sort()
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ScenarioError(
+            folder,
+            "session.N.jsonl",
+            f"child fixtures must be numbered 1..N without gaps, found {numbers}",
+        )
+    primary = folder / "session.jsonl"
+    if numbers and not primary.is_file():
+        raise ScenarioError(primary, None, "child fixtures exist but session.jsonl is missing")
+    files = [primary] if primary.is_file() else []
+    files += [folder / f"session.{n}.jsonl" for n in numbers]
+    return tuple(files)
+
+
+def load_scenario(folder: Path) -> Scenario:
+    """Read and validate one scenario folder.
+
+    Raises:
+        ScenarioError: naming the file and field at fault.
+    """
+    folder = folder.resolve()
+    if not (folder / INPUT_FILE).is_file():
+        raise ScenarioError(folder / INPUT_FILE, None, "not a scenario folder: input.json missing")
+    meta_file = folder / META_FILE
+    meta = _load_meta(meta_file) if meta_file.is_file() else None
+    steps = _load_steps(folder / INPUT_FILE)
+    stdout = next(
+        (folder / n for n in STDOUT_FILES if (folder / n).is_file()), folder / STDOUT_FILES[0]
+    )
+    profile = meta.profile if meta is not None else folder.parent.name
+    return Scenario(folder, f"{profile}/{folder.name}", meta, steps, stdout, _session_files(folder))
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    if (folder / INPUT_FILE).is_file():
+        yield folder
+        return  # a scenario's workspace/ may hold anything; never look inside
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and not entry.name.startswith("."):
+            yield from _walk(entry)
+
+
+def discover(paths: Iterable[Path]) -> list[Scenario]:
+    """Every scenario folder at or below the given paths, sorted by name, without duplicates.
+
+    Raises:
+        ScenarioError: a path does not exist, or a scenario folder is malformed.
+    """
+    seen: dict[Path, Scenario] = {}
+    for path in paths:
+        if not path.is_dir():
+            raise ScenarioError(path, None, "no such scenario folder")
+        for folder in _walk(path.resolve()):
+            if folder not in seen:
+                seen[folder] = load_scenario(folder)
+    return sorted(seen.values(), key=lambda s: (s.name, str(s.path)))
+
+
+def render_meta(meta: SnapshotMeta) -> str:
+    """``snapshot.yml`` text in a fixed key order, so rewriting it is byte-stable."""
+    lines = [
+        f"version: {meta.version}",
+        f"profile: {meta.profile}",
+        f"composition: {meta.composition}",
+        f"recording: {meta.recording}",
+    ]
+    if meta.description is not None:
+        lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
+    return "\n".join(lines) + "\n"
