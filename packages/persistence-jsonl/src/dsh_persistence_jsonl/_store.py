@@ -1,0 +1,402 @@
+"""``JsonlSessionStore``: one JSONL file per session (DESIGN §5).
+
+Layout under the root directory:
+
+- ``<id>.jsonl`` — the log: the header line, then one event per line;
+- ``.<id>.lock`` — the writer lock (``flock``; the kernel drops it when its process dies);
+- ``.<id>.<random>.tmp`` — a first write in progress, published with ``os.replace``.
+
+Durability: the header and the seed are written to a temporary file, fsynced, renamed over
+the final name and the directory fsynced, so a session exists whole or not at all. Each later
+batch is one ``write`` of whole lines and one ``fsync``. A crash can therefore only leave a
+torn *tail*: a final segment without its newline, or a final line that does not parse. Load
+cuts it away in its view and closes the open turn with synthetic events; resume truncates it
+and appends those closers durably. Any other damage is an error naming the file, line and
+field, and the file is left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsh_core import (
+    CreateOptions,
+    Event,
+    LogFormatError,
+    SeqError,
+    Session,
+    SessionBusyError,
+    SessionExistsError,
+    SessionHeader,
+    SessionLog,
+    SessionNotFoundError,
+    StoreCorruptError,
+    close_open_turn,
+    dumps_event,
+    dumps_header,
+    prepare_header,
+    read_log_bytes,
+    read_log_text,
+)
+
+__all__ = ["JsonlSessionStore"]
+
+SUFFIX = ".jsonl"
+# Ids become file names: keep them to characters that are safe and need no quoting anywhere,
+# and never let one start with a dot (the lock and temporary files are dot files).
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=-]{0,199}")
+
+
+def check_session_id(session_id: str) -> str:
+    """Return ``session_id`` if it can name a file under the root.
+
+    Raises:
+        ValueError: the id is empty, too long, starts with a dot or holds a path separator
+            or another character outside ``A-Z a-z 0-9 _ . @ + = -``.
+    """
+    if not isinstance(session_id, str) or not _SAFE_ID.fullmatch(session_id):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ValueError(
+            f"session id {session_id!r} cannot be stored as a file: use 1-200 characters "
+            f"from A-Z a-z 0-9 _ . @ + = -, not starting with a dot"
+        )
+    return session_id
+
+
+@dataclass(slots=True)
+class _Scan:
+    """A log file read for loading or resuming."""
+
+    log: SessionLog
+    size: int
+    """Bytes of the file that hold whole, valid lines (the rest is a torn tail)."""
+    torn: int
+    """Bytes of torn tail after ``size`` (0 when the file ends cleanly)."""
+
+
+def _torn_tail_start(data: bytes) -> int:
+    """Where a torn tail begins (``len(data)`` when there is none).
+
+    The header line is never a torn tail: it is published whole with the first batch.
+    """
+    end = len(data)
+    if not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        return cut if cut > 0 else end
+    start = data.rfind(b"\n", 0, end - 1) + 1
+    if start == 0:
+        return end
+    line = data[start : end - 1]
+    if not line.strip():
+        return end
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:  # covers UnicodeDecodeError and JSONDecodeError
+        return start
+    return end
+
+
+def _parse(data: bytes, source: str) -> SessionLog:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return read_log_bytes(data, source)  # raises, naming the line
+    return read_log_text(text, source)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _lines(events: Sequence[Event]) -> bytes:
+    return "".join(dumps_event(e) + "\n" for e in events).encode("utf-8")
+
+
+class _Lock:
+    """An exclusive ``flock`` on a session's sidecar lock file."""
+
+    def __init__(self, path: Path, session_id: str, log_path: Path) -> None:
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._fd)
+            self._fd = None
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise SessionBusyError(
+                    f"session {session_id} ({log_path}) is open for writing by another "
+                    f"writer (lock {path} is held); close that session first"
+                ) from None
+            raise
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the descriptor drops the flock
+
+
+class _JsonlWriter:
+    """Appends batches to one log file, each as one write and one fsync."""
+
+    def __init__(self, path: Path, lock: _Lock, session_id: str, size: int, next_seq: int) -> None:
+        self._path = path
+        self._lock = lock
+        self._id = session_id
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        self._size = size
+        self._next = next_seq
+
+    def append(self, events: Sequence[Event]) -> None:
+        if self._fd is None:
+            raise ValueError(f"session {self._id}: the writer is closed")
+        if not events:
+            return
+        first = events[0].seq
+        for offset, event in enumerate(events):
+            if event.seq != first + offset:
+                raise SeqError(
+                    f"session {self._id} ({self._path}): the batch is not contiguous: "
+                    f"event {offset} has seq {event.seq}, expected {first + offset}"
+                )
+        self._check_file()
+        if first != self._next:
+            raise SeqError(
+                f"session {self._id} ({self._path}): the batch starts at seq {first} but the "
+                f"log continues at seq {self._next}"
+            )
+        data = _lines(events)
+        try:
+            _write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError:
+            # leave no half batch behind for the next writer to mistake for a torn tail
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+                os.fsync(self._fd)
+            raise
+        self._size += len(data)
+        self._next += len(events)
+
+    def _check_file(self) -> None:
+        """Make sure the file is still the one this writer appended to, at the size it left."""
+        assert self._fd is not None
+        st = os.fstat(self._fd)
+        try:
+            on_disk = os.stat(self._path)
+        except FileNotFoundError:
+            raise StoreCorruptError(
+                f"session {self._id}: {self._path} was removed while open for writing"
+            ) from None
+        if (on_disk.st_ino, on_disk.st_dev) != (st.st_ino, st.st_dev):
+            raise StoreCorruptError(
+                f"session {self._id}: {self._path} was replaced while open for writing"
+            )
+        if st.st_size != self._size:
+            # someone wrote around the lock: trust the file, not memory
+            data = Path(self._path).read_bytes()
+            cut = _torn_tail_start(data)
+            if cut != len(data):
+                raise StoreCorruptError(
+                    f"session {self._id}: {self._path} changed under its writer and now ends "
+                    f"in a partial line at byte {cut}"
+                )
+            self._next = len(_parse(data, str(self._path)).events)
+            self._size = len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            finally:
+                self._lock.release()
+
+
+class JsonlSessionStore:
+    """Session logs as JSONL files under ``root`` (created if missing).
+
+    Several store instances, in one process or many, may share a root: a session has at most
+    one writer at a time (the others get :class:`~dsh_core.SessionBusyError`), and readers
+    never block or write.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # --- paths ---------------------------------------------------------------------------------
+
+    def path_of(self, session_id: str) -> Path:
+        """The log file of ``session_id`` (which need not exist)."""
+        return self.root / f"{check_session_id(session_id)}{SUFFIX}"
+
+    def _lock(self, session_id: str) -> _Lock:
+        return _Lock(self.root / f".{session_id}.lock", session_id, self.path_of(session_id))
+
+    # --- SessionStore --------------------------------------------------------------------------
+
+    def create(self, options: CreateOptions) -> Session:
+        """Write the header and the seed as one atomically published file.
+
+        Raises:
+            SessionExistsError: a log with that id exists (it is left untouched).
+            SessionBusyError: another writer is creating or writing that id.
+            ValueError: the id cannot be a file name.
+        """
+        header = prepare_header(options)
+        path = self.path_of(header.id)
+        if path.exists():
+            raise SessionExistsError(f"session {header.id} already exists ({path})")
+        lock = self._lock(header.id)
+        tmp: Path | None = None
+        try:
+            if path.exists():
+                raise SessionExistsError(f"session {header.id} already exists ({path})")
+            for stale in self.root.glob(f".{header.id}.*.tmp"):
+                stale.unlink(missing_ok=True)  # a create that crashed before publishing
+            seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
+            data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
+            tmp = self.root / f".{header.id}.{uuid.uuid4().hex}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            tmp = None
+            _fsync_dir(self.root)
+            writer = _JsonlWriter(path, lock, header.id, len(data), len(seed))
+        except BaseException:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            lock.release()
+            raise
+        return Session(header, seed, writer)
+
+    def resume(self, session_id: str) -> Session:
+        """Open a session for writing, repairing a torn tail and closing an open turn.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            SessionBusyError: another writer holds it.
+            LogFormatError: the log is damaged before its tail (the file is untouched).
+        """
+        path = self._existing(session_id)
+        lock = self._lock(session_id)
+        try:
+            scan = self._scan(path, session_id)
+            events = list(scan.log.events)
+            if scan.torn:
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.ftruncate(fd, scan.size)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            writer = _JsonlWriter(path, lock, session_id, scan.size, len(events))
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            closers = close_open_turn(events)
+            if closers:
+                writer.append(closers)
+                events.extend(closers)
+        except BaseException:
+            writer.close()
+            raise
+        return Session(scan.log.header, events, writer)
+
+    def load(self, session_id: str) -> SessionLog:
+        """Read a session; a torn tail is cut and an open turn closed, in the view only.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            LogFormatError: the log is damaged before its tail.
+        """
+        scan = self._scan(self._existing(session_id), session_id)
+        events = list(scan.log.events)
+        events.extend(close_open_turn(events))
+        return SessionLog(scan.log.header, events)
+
+    def list_sessions(self) -> list[SessionHeader]:
+        """Headers of every session under the root, ordered by ``(createdAt, id)``.
+
+        Raises:
+            LogFormatError: a log's header is damaged (naming the file).
+        """
+        headers: list[SessionHeader] = []
+        for path in self.root.iterdir():
+            name = path.name
+            if name.startswith(".") or not name.endswith(SUFFIX) or not path.is_file():
+                continue
+            headers.append(self._read_header(path, name[: -len(SUFFIX)]))
+        headers.sort(key=lambda h: (h.created_at, h.id))
+        return headers
+
+    def close(self) -> None:
+        """Nothing to release: each session's writer holds its own file and lock."""
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def _existing(self, session_id: str) -> Path:
+        path = self.path_of(session_id)
+        if not path.is_file():
+            raise SessionNotFoundError(f"no session {session_id} in {self.root} (no {path.name})")
+        return path
+
+    def _scan(self, path: Path, session_id: str) -> _Scan:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise SessionNotFoundError(f"no session {session_id} in {self.root}") from None
+        cut = _torn_tail_start(data)
+        log = _parse(data[:cut], str(path))
+        self._check_id(log.header, session_id, path)
+        return _Scan(log, cut, len(data) - cut)
+
+    def _read_header(self, path: Path, session_id: str) -> SessionHeader:
+        blank = 0
+        first: bytes | None = None
+        with path.open("rb") as f:
+            for raw in f:
+                if raw.strip():
+                    first = raw
+                    break
+                blank += 1
+        if first is None:
+            raise LogFormatError(str(path), 1, None, "the log is empty: no session header")
+        # the blank lines keep the reader's line numbers those of the file
+        header = _parse(b"\n" * blank + first, str(path)).header
+        self._check_id(header, session_id, path)
+        return header
+
+    @staticmethod
+    def _check_id(header: SessionHeader, session_id: str, path: Path) -> None:
+        if header.id != session_id:
+            raise LogFormatError(
+                str(path),
+                1,
+                "id",
+                f"the header names session {header.id!r} but the file is named for {session_id!r}",
+            )
