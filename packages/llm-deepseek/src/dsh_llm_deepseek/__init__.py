@@ -1,3 +1,18 @@
-"""dsh_llm_deepseek (under construction)."""
+"""dsh-llm-deepseek: DeepSeek's OpenAI-compatible streaming chat API as a dsh ``ModelClient``.
 
-__all__: list[str] = []
+``DeepSeekClient`` maps each step's :class:`dsh_core.ModelRequest` to a streaming
+``POST /chat/completions`` and the server-sent events back to dsh chunks; ``DeepSeekSettings``
+reads ``DEEPSEEK_*`` from the environment. ``dsh_llm_deepseek.testing`` ships a scripted
+model server speaking the same protocol on 127.0.0.1.
+"""
+
+from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
+from dsh_llm_deepseek._settings import DeepSeekSettings
+
+__all__ = [
+    # client
+    "SESSION_HEADER",
+    "DeepSeekClient",
+    # settings
+    "DeepSeekSettings",
+]

@@ -1,0 +1,87 @@
+"""``ModelRequest`` → the OpenAI-compatible chat-completions request body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh_core import Message, ModelRequest, ToolSpec
+
+__all__ = ["build_body"]
+
+# A user or tool message with several text blocks becomes one string: DeepSeek's chat API
+# takes ``content`` as a string, not as an array of parts.
+_BLOCK_SEPARATOR = "\n\n"
+
+
+def build_body(request: ModelRequest, *, model: str, max_tokens: int | None) -> dict[str, Any]:
+    """Build the JSON body of a streaming ``POST /chat/completions``.
+
+    Args:
+        request: the step's request.
+        model: the ``model`` field.
+        max_tokens: the ``max_tokens`` field, omitted when ``None``.
+
+    Returns:
+        The body: ``model``, ``messages``, ``stream: true``, ``stream_options.include_usage``
+        and, when the request has any, ``tools``.
+    """
+    messages: list[dict[str, Any]] = []
+    if request.system is not None:
+        messages.append({"role": "system", "content": request.system})
+    messages.extend(_message(m) for m in request.messages)
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [_tool(t) for t in request.tools]
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec["name"],
+            "description": spec["description"],
+            "parameters": spec["parameters"],
+        },
+    }
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if message["role"] == "user":
+        text = _BLOCK_SEPARATOR.join(b["text"] for b in message["content"])
+        return {"role": "user", "content": text}
+    if message["role"] == "tool":
+        text = _BLOCK_SEPARATOR.join(b["text"] for b in message["content"])
+        return {"role": "tool", "tool_call_id": message["callId"], "content": text}
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in message["content"]:
+        if block["type"] == "text":
+            texts.append(block["text"])
+        elif block["type"] == "reasoning":
+            reasoning.append(block["text"])
+        else:
+            calls.append(
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    "function": {"name": block["name"], "arguments": block["arguments"]},
+                }
+            )
+    out: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if out["content"] is None and not calls:
+        out["content"] = ""
+    if reasoning:
+        # DeepSeek's thinking mode wants the reasoning of the current turn's tool-call steps back.
+        out["reasoning_content"] = "".join(reasoning)
+    if calls:
+        out["tool_calls"] = calls
+    return out

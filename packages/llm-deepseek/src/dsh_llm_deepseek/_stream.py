@@ -1,0 +1,269 @@
+"""The OpenAI-compatible SSE stream → dsh chunks, one event at a time.
+
+``sse_data`` turns lines into ``data:`` payloads; ``ChunkMapper`` turns each decoded event into
+the chunks it implies. Blocks get indices in order of first appearance (reasoning, text and each
+tool call are one block each); every ``block-end`` is held back to the end of the stream, where
+they come in index order, then ``usage``, then ``finish``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from dsh_core import Chunk, ContentBlock, ModelError, Usage
+from dsh_core._events import FinishKind
+
+__all__ = ["DONE", "ChunkMapper", "decode_event", "protocol_error", "sse_data"]
+
+DONE = "[DONE]"
+
+_FINISH_KINDS: dict[str, FinishKind] = {
+    "stop": "stop",
+    "tool_calls": "tool-calls",
+    "length": "max-tokens",
+}
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """Yield the ``data`` of each server-sent event as soon as its blank line arrives.
+
+    Comments (``:`` lines, DeepSeek's keep-alives) and other fields are skipped; a final event
+    without its blank line is still delivered, since some servers end the body that way.
+    """
+    data: list[str] = []
+    async for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if name == "data":
+            data.append(value.removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def protocol_error(reason: str) -> ModelError:
+    """A malformed stream: ``ModelError`` with code ``PROTOCOL``."""
+    return ModelError(f"DeepSeek API error (malformed stream): {reason}", code="PROTOCOL")
+
+
+def decode_event(data: str) -> dict[str, Any]:
+    """Parse one ``data:`` payload as a JSON object, or raise a ``PROTOCOL`` error."""
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise protocol_error(f"event is not JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise protocol_error("event is not a JSON object")
+    return cast(dict[str, Any], event)
+
+
+@dataclass(slots=True)
+class _Block:
+    index: int
+    kind: Literal["text", "reasoning", "tool-call"]
+    parts: list[str] = field(default_factory=list[str])
+    call_id: str = ""
+    name: str | None = None
+
+    def content(self) -> ContentBlock:
+        text = "".join(self.parts)
+        if self.kind == "tool-call":
+            return {
+                "type": "tool-call",
+                "id": self.call_id,
+                "name": self.name or "",
+                "arguments": text,
+            }
+        if self.kind == "text":
+            return {"type": "text", "text": text}
+        return {"type": "reasoning", "text": text}
+
+
+class ChunkMapper:
+    """Maps decoded chat-completion events to chunks; call :meth:`end` after the last one."""
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []
+        self._text: _Block | None = None
+        self._reasoning: _Block | None = None
+        self._calls: dict[int, _Block] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, event: dict[str, Any]) -> list[Chunk]:
+        """Return the chunks one event implies (often one delta, sometimes none)."""
+        error = event.get("error")
+        if error is not None:
+            message = _error_message(error)
+            raise ModelError(f"DeepSeek API error (in stream): {message}", code="SERVER")
+        out: list[Chunk] = []
+        usage = event.get("usage")
+        if usage is not None:
+            self.usage = _usage(usage)
+        choices = event.get("choices", [])
+        if not isinstance(choices, list):
+            raise protocol_error("'choices' is not an array")
+        for choice in cast(list[Any], choices):
+            if not isinstance(choice, dict):
+                raise protocol_error("a choice is not an object")
+            choice = cast(dict[str, Any], choice)
+            if choice.get("index", 0) != 0:
+                continue  # we ask for one choice; ignore any others
+            delta: Any = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise protocol_error("'delta' is not an object")
+            out.extend(self._delta(cast(dict[str, Any], delta)))
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                if not isinstance(reason, str):
+                    raise protocol_error("'finish_reason' is not a string")
+                self.finish_reason = reason
+        return out
+
+    def end(self) -> list[Chunk]:
+        """The closing chunks: every ``block-end`` in index order, ``usage``, ``finish``."""
+        if self.finish_reason is None:
+            raise protocol_error("the stream ended before a finish_reason")
+        out: list[Chunk] = [
+            {"type": "block-end", "index": b.index, "block": b.content()} for b in self._blocks
+        ]
+        if self.usage is not None:
+            out.append({"type": "usage", "usage": self.usage})
+        kind: FinishKind = _FINISH_KINDS.get(self.finish_reason, "error")
+        out.append({"type": "finish", "reason": {"kind": kind}})
+        return out
+
+    def _open(self, kind: Literal["text", "reasoning", "tool-call"]) -> tuple[_Block, Chunk]:
+        block = _Block(len(self._blocks), kind)
+        self._blocks.append(block)
+        return block, {"type": "block-start", "index": block.index, "blockType": kind}
+
+    def _delta(self, delta: dict[str, Any]) -> list[Chunk]:
+        out: list[Chunk] = []
+        reasoning = _optional_str(delta, "reasoning_content")
+        if reasoning:
+            if self._reasoning is None:
+                self._reasoning, start = self._open("reasoning")
+                out.append(start)
+            self._reasoning.parts.append(reasoning)
+            out.append(
+                {"type": "reasoning-delta", "index": self._reasoning.index, "text": reasoning}
+            )
+        content = _optional_str(delta, "content")
+        if content:
+            if self._text is None:
+                self._text, start = self._open("text")
+                out.append(start)
+            self._text.parts.append(content)
+            out.append({"type": "text-delta", "index": self._text.index, "text": content})
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list):
+                raise protocol_error("'tool_calls' is not an array")
+            for call in cast(list[Any], calls):
+                if not isinstance(call, dict):
+                    raise protocol_error("a tool call delta is not an object")
+                out.extend(self._call(cast(dict[str, Any], call)))
+        return out
+
+    def _call(self, call: dict[str, Any]) -> list[Chunk]:
+        position = call.get("index", len(self._calls))
+        if not isinstance(position, int):
+            raise protocol_error("a tool call's 'index' is not an integer")
+        raw_function: Any = call.get("function") or {}
+        if not isinstance(raw_function, dict):
+            raise protocol_error("a tool call's 'function' is not an object")
+        function = cast(dict[str, Any], raw_function)
+        name = _optional_str(function, "name")
+        arguments = _optional_str(function, "arguments") or ""
+        out: list[Chunk] = []
+        block = self._calls.get(position)
+        if block is None:
+            call_id = _optional_str(call, "id")
+            if not call_id:
+                raise protocol_error("a new tool call has no 'id'")
+            block, start = self._open("tool-call")
+            block.call_id = call_id
+            self._calls[position] = block
+            out.append(start)
+        if name and block.name is None:
+            block.name = name
+        block.parts.append(arguments)
+        delta: Chunk
+        if block.name is None:
+            delta = {
+                "type": "tool-call-delta",
+                "index": block.index,
+                "id": block.call_id,
+                "argumentsDelta": arguments,
+            }
+        else:
+            delta = {
+                "type": "tool-call-delta",
+                "index": block.index,
+                "id": block.call_id,
+                "name": block.name,
+                "argumentsDelta": arguments,
+            }
+        out.append(delta)
+        return out
+
+
+def _optional_str(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise protocol_error(f"{key!r} is not a string")
+    return value
+
+
+def _int_field(obj: dict[str, Any], key: str) -> int:
+    value = obj.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise protocol_error(f"usage field {key!r} is not an integer")
+    return value
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise protocol_error("'usage' is not an object")
+    usage = cast(dict[str, Any], raw)
+    prompt = _int_field(usage, "prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = 0
+    if "prompt_cache_hit_tokens" in usage:
+        cached = _int_field(usage, "prompt_cache_hit_tokens")
+    elif isinstance(details, dict):
+        cached = _int_field(cast(dict[str, Any], details), "cached_tokens")
+    if "prompt_cache_miss_tokens" in usage:
+        fresh = _int_field(usage, "prompt_cache_miss_tokens")
+    else:
+        fresh = prompt - cached
+    completion_details = usage.get("completion_tokens_details")
+    reasoning = 0
+    if isinstance(completion_details, dict):
+        reasoning = _int_field(cast(dict[str, Any], completion_details), "reasoning_tokens")
+    return {
+        "inputTokens": fresh,
+        "outputTokens": _int_field(usage, "completion_tokens"),
+        "cacheReadTokens": cached,
+        "reasoningTokens": reasoning,
+    }
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict):
+        message = cast(dict[str, Any], error).get("message")
+        if isinstance(message, str):
+            return message
+    return str(cast(object, error))

@@ -1,0 +1,35 @@
+"""Test doubles for code that talks to a DeepSeek / OpenAI-compatible model API.
+
+``ScriptedModelServer`` is a real HTTP server on 127.0.0.1 that answers
+``POST /chat/completions`` with scripted server-sent events, per session (routed by the
+``X-DSH-Session-Id`` header), with scripted faults (``Fault``) and pauses (``Pause``). A
+``DeepSeekClient`` pointed at it yields exactly the scripted chunks. ``main`` is the console
+script ``dsh-scripted-model-server``. This module does not import pytest.
+"""
+
+from dsh_llm_deepseek.testing._cli import main
+from dsh_llm_deepseek.testing._encode import ChunkEncoder
+from dsh_llm_deepseek.testing._script import (
+    Fault,
+    Pause,
+    Response,
+    ScriptError,
+    load_script_file,
+    parse_script_document,
+    validate_script,
+)
+from dsh_llm_deepseek.testing._server import RecordedRequest, ScriptedModelServer
+
+__all__ = [
+    "ChunkEncoder",
+    "Fault",
+    "Pause",
+    "RecordedRequest",
+    "Response",
+    "ScriptError",
+    "ScriptedModelServer",
+    "load_script_file",
+    "main",
+    "parse_script_document",
+    "validate_script",
+]

@@ -1,0 +1,384 @@
+"""Scripts of the scripted model server: responses, faults, pauses, and the JSON file format.
+
+A script is a list of responses, one per ``POST /chat/completions`` of a session. A response is
+a list of dsh chunks (optionally with :class:`Pause` markers) or a :class:`Fault`. The file
+format is ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
+``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte", …}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dsh_core import Chunk, DshError
+
+__all__ = ["Fault", "Pause", "Response", "ScriptError", "load_script_file", "validate_script"]
+
+
+class Pause:
+    """A marker inside a chunk list: the server stops there until :meth:`release` is called.
+
+    Lets a test observe a chunk on the client while the server provably has not sent the rest.
+    Closing the server releases every pause.
+    """
+
+    def __init__(self) -> None:
+        self._reached = threading.Event()
+        self._released = threading.Event()
+
+    @property
+    def reached(self) -> bool:
+        """Whether the server has flushed everything before the pause and is waiting."""
+        return self._reached.is_set()
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` has been called."""
+        return self._released.is_set()
+
+    def release(self) -> None:
+        """Let the server send the rest of the response."""
+        self._released.set()
+
+    def wait_reached(self, timeout: float | None = None) -> bool:
+        """Block until the server reaches the pause; ``False`` on timeout."""
+        return self._reached.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"Pause(reached={self.reached}, released={self.released})"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A scripted failure; it takes the place of one response in a session's script.
+
+    Build one with :meth:`status`, :meth:`drop_after` or :meth:`slow_first_byte`.
+    """
+
+    kind: Literal["status", "drop-after", "slow-first-byte"]
+    status_code: int = 200
+    retry_after: float | None = None
+    message: str | None = None
+    after: int = 0
+    seconds: float = 0.0
+    chunks: tuple[Chunk, ...] = ()
+
+    @classmethod
+    def status(
+        cls, status: int, *, retry_after: float | None = None, message: str | None = None
+    ) -> Fault:
+        """Answer with HTTP ``status`` and an OpenAI-style JSON error body.
+
+        Args:
+            status: the HTTP status (4xx or 5xx).
+            retry_after: seconds sent as the ``Retry-After`` header.
+            message: ``error.message`` of the body (a default names the status).
+        """
+        if not 400 <= status <= 599:
+            raise ValueError(f"Fault.status needs a 4xx or 5xx status, got {status}")
+        return cls("status", status_code=status, retry_after=retry_after, message=message)
+
+    @classmethod
+    def drop_after(cls, n_chunks: int, chunks: Sequence[Chunk] | None = None) -> Fault:
+        """Stream ``chunks``, then close the connection after ``n_chunks`` SSE data events.
+
+        Each delta, and the finish (with its usage), is one event; ``block-start`` and
+        ``block-end`` send none. Without ``chunks`` a text block of ``n_chunks + 1`` deltas
+        is streamed, so the drop always cuts it short.
+        """
+        if n_chunks < 0:
+            raise ValueError(f"Fault.drop_after needs n_chunks >= 0, got {n_chunks}")
+        body = tuple(chunks) if chunks is not None else _filler(n_chunks + 1)
+        return cls("drop-after", after=n_chunks, chunks=body)
+
+    @classmethod
+    def slow_first_byte(cls, seconds: float, chunks: Sequence[Chunk] | None = None) -> Fault:
+        """Wait ``seconds`` before the status line, then stream ``chunks`` (a short text)."""
+        if seconds < 0:
+            raise ValueError(f"Fault.slow_first_byte needs seconds >= 0, got {seconds}")
+        body = tuple(chunks) if chunks is not None else _filler(1, finish=True)
+        return cls("slow-first-byte", seconds=seconds, chunks=body)
+
+
+Response = Sequence[Chunk | Pause] | Fault
+"""One scripted answer: a chunk list (optionally with pauses) or a fault."""
+
+
+def _filler(deltas: int, *, finish: bool = False) -> tuple[Chunk, ...]:
+    parts = [f"part{k} " for k in range(deltas)]
+    out: list[Chunk] = [{"type": "block-start", "index": 0, "blockType": "text"}]
+    out.extend({"type": "text-delta", "index": 0, "text": p} for p in parts)
+    if finish:
+        out.append(
+            {"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(parts)}}
+        )
+        out.append({"type": "finish", "reason": {"kind": "stop"}})
+    return tuple(out)
+
+
+class ScriptError(DshError, ValueError):
+    """A script (file or ``add_session`` argument) is invalid.
+
+    Attributes:
+        source: the file path, or ``"<script>"`` for a script given in Python.
+        path: where in the document, e.g. ``sessions[0][2].chunks[3].text``.
+        reason: what is wrong there.
+    """
+
+    def __init__(self, source: str, path: str, reason: str) -> None:
+        self.source = source
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{source}: at {path}: {reason}")
+
+
+# --- validation models (the chunk union of dsh_core, checked strictly) -----------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_Index = Field(ge=0)
+
+
+class _BlockStart(_Model):
+    type: Literal["block-start"]
+    index: int = _Index
+    blockType: Literal["text", "reasoning", "tool-call"]
+
+
+class _TextDelta(_Model):
+    type: Literal["text-delta", "reasoning-delta"]
+    index: int = _Index
+    text: str
+
+
+class _ToolCallDelta(_Model):
+    type: Literal["tool-call-delta"]
+    index: int = _Index
+    id: str
+    name: str = ""
+    argumentsDelta: str
+
+
+class _BlockEnd(_Model):
+    type: Literal["block-end"]
+    index: int = _Index
+    block: dict[str, Any]
+
+
+class _TextBlock(_Model):
+    type: Literal["text", "reasoning"]
+    text: str
+
+
+class _ToolCallBlock(_Model):
+    type: Literal["tool-call"]
+    id: str
+    name: str
+    arguments: str
+
+
+class _UsageCounts(_Model):
+    inputTokens: int = Field(ge=0)
+    outputTokens: int = Field(ge=0)
+    cacheReadTokens: int = Field(ge=0)
+    reasoningTokens: int = Field(ge=0)
+
+
+class _Usage(_Model):
+    type: Literal["usage"]
+    usage: _UsageCounts
+
+
+class _Reason(_Model):
+    # "aborted" is the agent's own verdict; no finish_reason of the protocol encodes it.
+    kind: Literal["stop", "tool-calls", "max-tokens", "error"]
+
+
+class _Finish(_Model):
+    type: Literal["finish"]
+    reason: _Reason
+
+
+_CHUNK_MODELS: dict[str, type[_Model]] = {
+    "block-start": _BlockStart,
+    "text-delta": _TextDelta,
+    "reasoning-delta": _TextDelta,
+    "tool-call-delta": _ToolCallDelta,
+    "block-end": _BlockEnd,
+    "usage": _Usage,
+    "finish": _Finish,
+}
+_BLOCK_MODELS: dict[str, type[_Model]] = {
+    "text": _TextBlock,
+    "reasoning": _TextBlock,
+    "tool-call": _ToolCallBlock,
+}
+
+
+class _StatusFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["status"]
+    status: int = Field(ge=400, le=599)
+    retryAfter: float | None = Field(default=None, ge=0)
+    message: str | None = None
+
+
+class _DropFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["drop-after"]
+    after: int = Field(ge=0)
+    chunks: list[Any] | None = None
+
+
+class _SlowFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["slow-first-byte"]
+    seconds: float = Field(ge=0)
+    chunks: list[Any] | None = None
+
+
+_FAULT_MODELS: dict[str, type[BaseModel]] = {
+    "status": _StatusFault,
+    "drop-after": _DropFault,
+    "slow-first-byte": _SlowFault,
+}
+
+
+def _check(model: type[BaseModel], raw: object, source: str, path: str) -> BaseModel:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ScriptError(source, where, first["msg"] + more) from None
+
+
+def _tagged(
+    table: Mapping[str, type[Any]], raw: object, key: str, source: str, path: str
+) -> type[Any]:
+    if not isinstance(raw, dict):
+        raise ScriptError(source, path, f"expected an object, got {type(raw).__name__}")
+    tag = cast(dict[str, Any], raw).get(key)
+    model = table.get(tag) if isinstance(tag, str) else None
+    if model is None:
+        allowed = ", ".join(repr(t) for t in table)
+        raise ScriptError(source, f"{path}.{key}", f"got {tag!r}, expected one of {allowed}")
+    return model
+
+
+def validate_chunks(raw: object, source: str, path: str) -> list[Chunk]:
+    """Check a JSON chunk list against the dsh chunk union; return it as chunks."""
+    if not isinstance(raw, list):
+        raise ScriptError(source, path, f"expected an array of chunks, got {type(raw).__name__}")
+    out: list[Chunk] = []
+    for i, item in enumerate(cast(list[Any], raw)):
+        where = f"{path}[{i}]"
+        _check(_tagged(_CHUNK_MODELS, item, "type", source, where), item, source, where)
+        chunk = cast(dict[str, Any], item)
+        if chunk["type"] == "block-end":
+            block = chunk["block"]
+            _check(
+                _tagged(_BLOCK_MODELS, block, "type", source, f"{where}.block"),
+                block,
+                source,
+                f"{where}.block",
+            )
+        out.append(cast(Chunk, chunk))
+    return out
+
+
+def validate_script(
+    raw: object, source: str = "<script>", path: str = "responses"
+) -> list[Response]:
+    """Check one session's script given in Python: chunk lists (with pauses) and faults.
+
+    Raises:
+        ScriptError: naming the response and chunk that is wrong.
+    """
+    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+        raise ScriptError(source, path, "expected a list of responses")
+    out: list[Response] = []
+    for i, response in enumerate(cast(Sequence[Any], raw)):
+        where = f"{path}[{i}]"
+        if isinstance(response, Fault):
+            out.append(response)
+            continue
+        if not isinstance(response, Sequence) or isinstance(response, str | bytes):
+            raise ScriptError(source, where, "expected a chunk list or a Fault")
+        items: list[Chunk | Pause] = []
+        for k, item in enumerate(cast(Sequence[Any], response)):
+            if isinstance(item, Pause):
+                items.append(item)
+            else:
+                items.extend(validate_chunks([item], source, f"{where}[{k}]")[:1])
+        out.append(items)
+    return out
+
+
+def _item(raw: object, source: str, path: str) -> Response:
+    if not isinstance(raw, dict):
+        raise ScriptError(source, path, "expected an object with 'chunks' or 'fault'")
+    item = cast(dict[str, Any], raw)
+    keys = set(item)
+    if keys == {"chunks"}:
+        return validate_chunks(item["chunks"], source, f"{path}.chunks")
+    if keys != {"fault"}:
+        raise ScriptError(
+            source, path, f"expected exactly one of 'chunks' or 'fault', got {sorted(keys)}"
+        )
+    where = f"{path}.fault"
+    model = _tagged(_FAULT_MODELS, item["fault"], "kind", source, where)
+    fault = _check(model, item["fault"], source, where)
+    if isinstance(fault, _StatusFault):
+        return Fault.status(fault.status, retry_after=fault.retryAfter, message=fault.message)
+    assert isinstance(fault, _DropFault | _SlowFault)
+    chunks = (
+        None if fault.chunks is None else validate_chunks(fault.chunks, source, f"{where}.chunks")
+    )
+    if isinstance(fault, _DropFault):
+        return Fault.drop_after(fault.after, chunks)
+    return Fault.slow_first_byte(fault.seconds, chunks)
+
+
+def parse_script_document(doc: object, source: str) -> list[list[Response]]:
+    """Validate a decoded script document; return one script per session, in order."""
+    if not isinstance(doc, dict) or set(cast(dict[str, Any], doc)) != {"sessions"}:
+        raise ScriptError(source, "(document)", "expected an object with exactly 'sessions'")
+    sessions = cast(dict[str, Any], doc)["sessions"]
+    if not isinstance(sessions, list):
+        raise ScriptError(source, "sessions", "expected an array of session scripts")
+    out: list[list[Response]] = []
+    for i, script in enumerate(cast(list[Any], sessions)):
+        if not isinstance(script, list):
+            raise ScriptError(source, f"sessions[{i}]", "expected an array of responses")
+        out.append(
+            [_item(r, source, f"sessions[{i}][{k}]") for k, r in enumerate(cast(list[Any], script))]
+        )
+    return out
+
+
+def load_script_file(path: str | Path) -> list[list[Response]]:
+    """Read and validate a script file.
+
+    Raises:
+        ScriptError: the file is not JSON or does not match the format (names the JSON path).
+        OSError: the file cannot be read.
+    """
+    source = str(path)
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ScriptError(source, "(document)", f"not valid JSON: {exc}") from None
+    return parse_script_document(doc, source)
