@@ -1,3 +1,78 @@
-"""dsh_llm_replay (under construction)."""
+"""dsh-llm-replay: keyless, deterministic replay of recorded dsh sessions.
 
-__all__: list[str] = []
+A recorded session log holds every chunk its model calls streamed; replay derives one
+script per session from it (one entry per ``stream()`` call), slices each fork child's
+seeded prefix off by its header's ``seedLength``, binds live sessions to scripts in
+first-call order, streams the entries back, and checks at teardown that the run consumed
+the recording exactly. ``replay.override.json`` scripts what chunks alone cannot: calls
+that threw or hung.
+"""
+
+from dsh_llm_replay._client import (
+    REPORT_VERSION,
+    ReplayModelClient,
+    ReplayReport,
+    ReportError,
+    ReportScript,
+    ReportSession,
+    check_report,
+)
+from dsh_llm_replay._errors import (
+    NotConsumedError,
+    OverrideError,
+    ReplayCallError,
+    ReplayError,
+    ScriptExhaustedError,
+    UnrecordedSessionError,
+    UnterminatedGroupError,
+)
+from dsh_llm_replay._load import SessionScript, load_session_scripts
+from dsh_llm_replay._override import CHUNK_TYPES, Override, load_override, parse_override
+from dsh_llm_replay._script import (
+    ChunksEntry,
+    HangEntry,
+    ReplayEntry,
+    ReplayHeader,
+    ThrowEntry,
+    derive_replay_script,
+    parse_session_header,
+    parse_session_log,
+)
+from dsh_llm_replay._settings import ReplaySettings
+
+__all__ = [  # noqa: RUF022 - grouped by theme (house style), sorted within groups
+    # parsing and derivation
+    "ChunksEntry",
+    "HangEntry",
+    "ReplayEntry",
+    "ReplayHeader",
+    "ThrowEntry",
+    "derive_replay_script",
+    "parse_session_header",
+    "parse_session_log",
+    # overrides
+    "CHUNK_TYPES",
+    "Override",
+    "load_override",
+    "parse_override",
+    # scripts and the client
+    "ReplayModelClient",
+    "ReplaySettings",
+    "SessionScript",
+    "load_session_scripts",
+    # report
+    "REPORT_VERSION",
+    "ReplayReport",
+    "ReportError",
+    "ReportScript",
+    "ReportSession",
+    "check_report",
+    # errors
+    "NotConsumedError",
+    "OverrideError",
+    "ReplayCallError",
+    "ReplayError",
+    "ScriptExhaustedError",
+    "UnrecordedSessionError",
+    "UnterminatedGroupError",
+]

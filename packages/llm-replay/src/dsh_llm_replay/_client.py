@@ -1,0 +1,379 @@
+"""The replay model client: binds live sessions to recorded scripts and streams them back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict, cast
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_llm_replay._errors import (
+    NotConsumedError,
+    ReplayCallError,
+    ReplayError,
+    ScriptExhaustedError,
+    UnrecordedSessionError,
+)
+from dsh_llm_replay._load import SessionScript, load_session_scripts
+from dsh_llm_replay._script import ChunksEntry, HangEntry, ThrowEntry
+from dsh_llm_replay._settings import ReplaySettings
+
+__all__ = [
+    "REPORT_VERSION",
+    "ReplayModelClient",
+    "ReplayReport",
+    "ReportError",
+    "ReportScript",
+    "ReportSession",
+    "check_report",
+]
+
+REPORT_VERSION = 1
+
+
+class ReportScript(TypedDict):
+    """One recorded script in the report."""
+
+    source: str
+    recordedSessionId: str
+    createdAt: int
+    seedLength: int
+    recordedCalls: int
+    boundSession: str | None
+    replayedCalls: int
+
+
+class ReportSession(TypedDict):
+    """One live session that called the model; ``script`` is None when it was unrecorded."""
+
+    sessionId: str
+    script: str | None
+    calls: int
+
+
+class ReportError(TypedDict):
+    """A call the scripts could not answer (``script-exhausted``/``unrecorded-session``)."""
+
+    kind: str
+    sessionId: str
+    message: str
+
+
+class ReplayReport(TypedDict):
+    """The JSON the agent writes to ``DSH_REPLAY_REPORT`` at exit.
+
+    ``problems`` is exactly what :meth:`ReplayModelClient.assert_consumed` would raise
+    (call errors, unbound scripts, under-consumed sessions); ``ok`` is ``not problems``.
+    """
+
+    version: int
+    ok: bool
+    scripts: list[ReportScript]
+    sessions: list[ReportSession]
+    errors: list[ReportError]
+    problems: list[str]
+
+
+class _StrictModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class _ScriptModel(_StrictModel):
+    source: str
+    recordedSessionId: str
+    createdAt: int
+    seedLength: int
+    recordedCalls: int
+    boundSession: str | None
+    replayedCalls: int
+
+
+class _SessionModel(_StrictModel):
+    sessionId: str
+    script: str | None
+    calls: int
+
+
+class _ErrorModel(_StrictModel):
+    kind: str
+    sessionId: str
+    message: str
+
+
+class _ReportModel(_StrictModel):
+    """Validates a report read back from disk (the TypedDicts above are for typing only)."""
+
+    version: int
+    ok: bool
+    scripts: list[_ScriptModel]
+    sessions: list[_SessionModel]
+    errors: list[_ErrorModel]
+    problems: list[str]
+
+
+@dataclass(slots=True)
+class _Binding:
+    script: SessionScript | None
+    calls: int = 0
+
+
+async def _replay_chunks(chunks: tuple[Chunk, ...]) -> AsyncIterator[Chunk]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def _replay_throw(entry: ThrowEntry) -> AsyncIterator[Chunk]:
+    for chunk in entry.chunks:
+        yield chunk
+    raise ModelError(entry.message, code=entry.code, status=entry.status)
+
+
+async def _replay_hang(entry: HangEntry) -> AsyncIterator[Chunk]:
+    # A text block with a partial text, as the June cancel fixture records it.
+    yield {"type": "block-start", "index": 0, "blockType": "text"}
+    yield {"type": "text-delta", "index": 0, "text": "partial"}
+    if entry.ready_file is not None:
+        # Reaching here means the consumer asked for the next chunk, so the partial text has
+        # been handled: an external driver may now cancel deterministically.
+        Path(entry.ready_file).write_bytes(b"")  # noqa: ASYNC240 - an empty marker file
+    await asyncio.Event().wait()  # only cancellation ends a hang
+    raise AssertionError("unreachable: an asyncio.Event nobody sets was set")  # pragma: no cover
+
+
+async def _raise(error: ReplayCallError) -> AsyncIterator[Chunk]:
+    for chunk in ():  # an async generator that fails on its first step
+        yield chunk
+    raise error
+
+
+class ReplayModelClient:
+    """A :class:`dsh_core.ModelClient` that answers from recorded scripts, keylessly.
+
+    Live session ids are fresh random values every run, so they bind by first-call order:
+    the first live session to call the model claims the first script (the primary), the next
+    new one the next script (children by ``(createdAt, id)``), and so on. Each session then
+    advances its own cursor, one entry per ``stream()`` call.
+
+    Calls the scripts cannot answer raise a :class:`ReplayCallError` (a ``ModelError``, so
+    the agent ends the turn cleanly) from the stream and are recorded for
+    :meth:`assert_consumed` and :meth:`report`.
+    """
+
+    def __init__(
+        self, scripts: Sequence[SessionScript], *, report_path: Path | str | None = None
+    ) -> None:
+        """Args:
+        scripts: in binding order (as :func:`load_session_scripts` returns them).
+        report_path: where :meth:`aclose` writes the report (``None``: nowhere).
+        """
+        self.scripts: tuple[SessionScript, ...] = tuple(scripts)
+        self.report_path = None if report_path is None else Path(report_path)
+        self._bindings: dict[str, _Binding] = {}
+        self._claimed = 0
+        self._errors: list[ReplayCallError] = []
+
+    @classmethod
+    def from_settings(cls, settings: ReplaySettings | None = None) -> ReplayModelClient:
+        """Load the scenario the environment names (see :class:`ReplaySettings`).
+
+        Raises:
+            ReplayError: a setting is missing or invalid, or a log cannot be read.
+            dsh_core.LogFormatError, OverrideError, UnterminatedGroupError: from loading.
+        """
+        if settings is None:
+            try:
+                settings = ReplaySettings()  # pyright: ignore[reportCallIssue]
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+                )
+                raise ReplayError(f"replay settings are invalid: {problems}") from None
+        scripts = load_session_scripts(
+            settings.snapshot_file,
+            settings.child_files,
+            settings.snapshot_override,
+            seed_slice=settings.seed_slice,
+        )
+        return cls(scripts, report_path=settings.report)
+
+    # -- ModelClient ---------------------------------------------------------------------------
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Replay the next recorded call of ``request.session_id``'s script.
+
+        Binding and the cursor advance happen here, at call time, so the order of calls (not
+        of iteration) decides which script a session gets.
+        """
+        session_id = request.session_id
+        binding = self._bindings.get(session_id)
+        if binding is None:
+            script = self.scripts[self._claimed] if self._claimed < len(self.scripts) else None
+            self._claimed += script is not None
+            binding = self._bindings[session_id] = _Binding(script)
+        binding.calls += 1
+        script = binding.script
+        error: ReplayCallError
+        if script is None:
+            error = UnrecordedSessionError(session_id, self._bound_pairs())
+        elif binding.calls > len(script.entries):
+            error = ScriptExhaustedError(
+                session_id, script.source, binding.calls, len(script.entries)
+            )
+        else:
+            entry = script.entries[binding.calls - 1]
+            if isinstance(entry, ChunksEntry):
+                return _replay_chunks(entry.chunks)
+            if isinstance(entry, ThrowEntry):
+                return _replay_throw(entry)
+            return _replay_hang(entry)
+        self._errors.append(error)
+        return _raise(error)
+
+    async def aclose(self) -> None:
+        """Write the report to ``report_path`` if one was given; there is nothing to release."""
+        if self.report_path is not None:
+            self.write_report(self.report_path)
+
+    # -- checks and report ---------------------------------------------------------------------
+
+    def _bound_pairs(self) -> list[tuple[str, str]]:
+        return [
+            (b.script.source, live) for live, b in self._bindings.items() if b.script is not None
+        ]
+
+    @property
+    def errors(self) -> tuple[ReplayCallError, ...]:
+        """Every call the scripts could not answer, in call order."""
+        return tuple(self._errors)
+
+    def problems(self) -> list[str]:
+        """What :meth:`assert_consumed` names: call errors, unbound scripts, short sessions."""
+        problems = [str(error) for error in self._errors]
+        bound = {id(b.script): live for live, b in self._bindings.items() if b.script is not None}
+        for script in self.scripts:
+            if id(script) not in bound:
+                problems.append(
+                    f"script {script.source} (recorded session {script.header.id}, "
+                    f"{len(script.entries)} calls) was never bound to a live session"
+                )
+        for live, binding in self._bindings.items():
+            script = binding.script
+            if script is not None and binding.calls < len(script.entries):
+                problems.append(
+                    f"session {live} (script {script.source}) made "
+                    f"{binding.calls} of {len(script.entries)} recorded calls"
+                )
+        return problems
+
+    def assert_consumed(self) -> None:
+        """Check at teardown that the run used the recording exactly.
+
+        Raises:
+            NotConsumedError: naming every script never bound, every session that made fewer
+                calls than its script recorded, and every call the scripts could not answer.
+        """
+        problems = self.problems()
+        if problems:
+            raise NotConsumedError(problems)
+
+    def report(self) -> ReplayReport:
+        """A JSON-able summary: scripts and their bindings, live sessions, errors, problems."""
+        live_of = {
+            id(b.script): (live, b.calls)
+            for live, b in self._bindings.items()
+            if b.script is not None
+        }
+        scripts: list[ReportScript] = []
+        for script in self.scripts:
+            live, calls = live_of.get(id(script), (None, 0))
+            scripts.append(
+                {
+                    "source": script.source,
+                    "recordedSessionId": script.header.id,
+                    "createdAt": script.header.created_at,
+                    "seedLength": script.header.seed_length,
+                    "recordedCalls": len(script.entries),
+                    "boundSession": live,
+                    "replayedCalls": min(calls, len(script.entries)),
+                }
+            )
+        sessions: list[ReportSession] = [
+            {
+                "sessionId": live,
+                "script": None if b.script is None else b.script.source,
+                "calls": b.calls,
+            }
+            for live, b in self._bindings.items()
+        ]
+        errors: list[ReportError] = [
+            {"kind": e.kind, "sessionId": e.session_id, "message": str(e)} for e in self._errors
+        ]
+        problems = self.problems()
+        return {
+            "version": REPORT_VERSION,
+            "ok": not problems,
+            "scripts": scripts,
+            "sessions": sessions,
+            "errors": errors,
+            "problems": problems,
+        }
+
+    def write_report(self, path: Path | str) -> None:
+        """Write :meth:`report` as JSON, atomically (a reader never sees half a report)."""
+        target = Path(path)
+        text = json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def check_report(report: Path | str | dict[str, Any]) -> ReplayReport:
+    """Validate a replay report (a path or the loaded dict) and fail as the client would.
+
+    Returns:
+        The report, when the replay consumed its recording exactly.
+
+    Raises:
+        ReplayError: the report is missing or not a valid report.
+        NotConsumedError: the report lists problems (call errors, unbound scripts, short
+            sessions), named as :meth:`ReplayModelClient.assert_consumed` names them.
+    """
+    if isinstance(report, dict):
+        doc: Any = report
+        where = "replay report"
+    else:
+        where = str(report)
+        try:
+            doc = json.loads(Path(report).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ReplayError(
+                f"{where}: cannot read the replay report ({exc}); did the agent "
+                f"exit before writing it?"
+            ) from None
+        except ValueError as exc:
+            raise ReplayError(f"{where}: the replay report is not valid JSON ({exc})") from None
+    try:
+        parsed = _ReportModel.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"]) or "document"
+        raise ReplayError(f"{where}: not a replay report: {loc}: {first['msg']}") from None
+    if parsed.version != REPORT_VERSION:
+        raise ReplayError(
+            f"{where}: replay report version {parsed.version} is not {REPORT_VERSION}"
+        )
+    if parsed.problems:
+        raise NotConsumedError(parsed.problems)
+    return cast(ReplayReport, parsed.model_dump())

@@ -1,0 +1,125 @@
+"""Typed replay errors. Each one reads as a sentence naming the script, session or file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dsh_core import DshError, ModelError
+
+__all__ = [
+    "NotConsumedError",
+    "OverrideError",
+    "ReplayCallError",
+    "ReplayError",
+    "ScriptExhaustedError",
+    "UnrecordedSessionError",
+    "UnterminatedGroupError",
+]
+
+
+class ReplayError(DshError):
+    """Base class of every replay error (derivation, override, binding, consumption)."""
+
+
+class UnterminatedGroupError(ReplayError):
+    """A recorded model call has chunks but no ``finish``: it threw or was cancelled.
+
+    Such a call cannot be rebuilt from ``assistant/chunk`` events alone; the scenario has to
+    script it in a ``replay.override.json``.
+
+    Attributes:
+        source: the log the events came from.
+        turn: the turn of the cut-off call.
+        step: the step of the cut-off call.
+        chunks: how many chunks the call recorded before it was cut off.
+    """
+
+    def __init__(self, source: str, turn: int, step: int, chunks: int, cut: str) -> None:
+        self.source = source
+        self.turn = turn
+        self.step = step
+        self.chunks = chunks
+        super().__init__(
+            f"{source}: the model call in turn {turn}, step {step} recorded {chunks} chunk(s) "
+            f"but no finish chunk before {cut}: the stream threw or was cancelled, which "
+            f"chunks alone cannot replay; the scenario needs a replay.override.json that "
+            f"scripts this call (a throw or hang entry)"
+        )
+
+
+class OverrideError(ReplayError):
+    """A ``replay.override.json`` is not a valid override document.
+
+    Attributes:
+        path: the override file.
+        location: JSON path of the offending value (``patches[1].at``, ``[0].chunks[2].type``),
+            ``document`` for the whole file, or ``line L, column C`` for invalid JSON.
+        reason: what is wrong, without the location.
+    """
+
+    def __init__(self, path: str, location: str, reason: str) -> None:
+        self.path = path
+        self.location = location
+        self.reason = reason
+        super().__init__(f"{path}: {location}: {reason}")
+
+
+class ReplayCallError(ReplayError, ModelError):
+    """A live model call the recorded scripts cannot answer.
+
+    It is a :class:`~dsh_core.ModelError`, so the agent ends the turn cleanly with
+    ``turn/end {kind:"error"}``; the client also records it for its report.
+    """
+
+    kind = "replay-error"
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        ModelError.__init__(self, message, code=self.kind.upper().replace("-", "_"))
+        self.session_id = session_id
+
+
+class ScriptExhaustedError(ReplayCallError):
+    """A bound session made more model calls than its script recorded."""
+
+    kind = "script-exhausted"
+
+    def __init__(self, session_id: str, source: str, call: int, length: int) -> None:
+        super().__init__(
+            f"session {session_id} (script {source}) made call {call} but its script has "
+            f"{length} entries: the live agent asked the model more often than the recording "
+            f"did",
+            session_id=session_id,
+        )
+        self.source = source
+        self.call = call
+        self.length = length
+
+
+class UnrecordedSessionError(ReplayCallError):
+    """A new live session made a model call after every recorded script was bound."""
+
+    kind = "unrecorded-session"
+
+    def __init__(self, session_id: str, bindings: Sequence[tuple[str, str]]) -> None:
+        bound = ", ".join(f"{source} -> {live}" for source, live in bindings) or "none"
+        super().__init__(
+            f"session {session_id} made a model call but all {len(bindings)} recorded scripts "
+            f"are already bound: {bound}; the live run has more sessions than the recording",
+            session_id=session_id,
+        )
+        self.bindings = tuple(bindings)
+
+
+class NotConsumedError(ReplayError):
+    """At teardown the recording was not used exactly: scripts unbound or calls left over.
+
+    Attributes:
+        problems: one sentence per unbound script, under-consumed session or call error.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(
+            f"the replay did not consume the recording ({len(self.problems)} problem(s)): "
+            + "; ".join(self.problems)
+        )

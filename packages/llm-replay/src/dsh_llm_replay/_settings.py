@@ -1,0 +1,46 @@
+"""Replay settings, read from the environment the snapshot runner sets per scenario."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["ReplaySettings"]
+
+
+class ReplaySettings(BaseSettings):
+    """Where the recording is and how to replay it.
+
+    Attributes:
+        snapshot_file: ``DSH_SNAPSHOT_FILE``, the primary ``session.jsonl`` (required).
+        snapshot_override: ``DSH_SNAPSHOT_OVERRIDE``, the primary's ``replay.override.json``.
+        child_files: ``DSH_SNAPSHOT_CHILD_FILES``, the children's logs joined with
+            ``os.pathsep`` (any order; they are sorted by ``(createdAt, id)``).
+        seed_slice: ``DSH_REPLAY_SEED_SLICE`` (default true). False derives each child from
+            its whole log, seeded prefix included: the upstream bug, kept only so the
+            red-to-green proof can show the fork scenarios fail without the slice.
+        report: ``DSH_REPLAY_REPORT``, where the agent writes the replay report at exit.
+    """
+
+    model_config = SettingsConfigDict(
+        env_ignore_empty=True, extra="ignore", populate_by_name=True, frozen=True
+    )
+
+    snapshot_file: Path = Field(validation_alias="DSH_SNAPSHOT_FILE")
+    snapshot_override: Path | None = Field(default=None, validation_alias="DSH_SNAPSHOT_OVERRIDE")
+    child_files: Annotated[tuple[Path, ...], NoDecode] = Field(
+        default=(), validation_alias="DSH_SNAPSHOT_CHILD_FILES"
+    )
+    seed_slice: bool = Field(default=True, validation_alias="DSH_REPLAY_SEED_SLICE")
+    report: Path | None = Field(default=None, validation_alias="DSH_REPLAY_REPORT")
+
+    @field_validator("child_files", mode="before")
+    @classmethod
+    def _split_child_files(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(Path(part) for part in value.split(os.pathsep) if part)
+        return value
