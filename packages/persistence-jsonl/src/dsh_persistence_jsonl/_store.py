@@ -51,22 +51,22 @@ from dsh_core import (
 __all__ = ["JsonlSessionStore"]
 
 SUFFIX = ".jsonl"
-# Ids become file names: keep them to characters that are safe and need no quoting anywhere,
-# and never let one start with a dot (the lock and temporary files are dot files).
-_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=-]{0,199}")
+# Ids become file names: no path separators, control characters or spaces, and never a
+# leading dot (the lock and temporary files are dot files, and "." / ".." are directories).
+_SAFE_ID = re.compile(r"[^/\\\x00-\x20\x7f.][^/\\\x00-\x20\x7f]{0,199}")
 
 
 def check_session_id(session_id: str) -> str:
     """Return ``session_id`` if it can name a file under the root.
 
     Raises:
-        ValueError: the id is empty, too long, starts with a dot or holds a path separator
-            or another character outside ``A-Z a-z 0-9 _ . @ + = -``.
+        ValueError: the id is empty, longer than 200 characters, starts with a dot, or holds
+            a path separator, a space or a control character.
     """
     if not isinstance(session_id, str) or not _SAFE_ID.fullmatch(session_id):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ValueError(
             f"session id {session_id!r} cannot be stored as a file: use 1-200 characters "
-            f"from A-Z a-z 0-9 _ . @ + = -, not starting with a dot"
+            f"without '/', '\\', spaces or control characters, not starting with a dot"
         )
     return session_id
 
@@ -271,8 +271,11 @@ class JsonlSessionStore:
         try:
             if path.exists():
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
-            for stale in self.root.glob(f".{header.id}.*.tmp"):
-                stale.unlink(missing_ok=True)  # a create that crashed before publishing
+            prefix = f".{header.id}."
+            for stale in self.root.iterdir():  # a create that crashed before publishing
+                name = stale.name
+                if name.startswith(prefix) and name.endswith(".tmp"):
+                    stale.unlink(missing_ok=True)
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
             data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
             tmp = self.root / f".{header.id}.{uuid.uuid4().hex}.tmp"
