@@ -19,7 +19,7 @@ from dsh_acp_agent._settings import (
     describe_validation_error,
     load_settings,
 )
-from dsh_acp_agent._transport import FrameTransport, open_stdio, protect_stdout
+from dsh_acp_agent._transport import FrameTransport, open_stdin, protect_stdout
 from dsh_core import Agent, AgentConfig, BashTool, DshError, ModelClient, SessionStore, SubagentTool
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
 from dsh_persistence_jsonl import JsonlSessionStore
@@ -96,11 +96,10 @@ def build_agent(settings: AgentSettings) -> Wiring:
 
 async def serve(wiring: Wiring, rpc_fd: int) -> int:
     """Serve ACP on stdin / ``rpc_fd`` until stdin closes; return the exit code."""
-    reader, writer = await open_stdio(rpc_fd)
-    transport = FrameTransport(reader, writer)
+    loop = asyncio.get_running_loop()
+    transport = FrameTransport(open_stdin(loop), rpc_fd)
     server = AcpServer(wiring.agent)
     conn = connect(server, transport)
-    loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         # A signal ends running turns as aborted; the responses go out, then stdin's EOF
         # (or the client's close) ends the loop as usual.

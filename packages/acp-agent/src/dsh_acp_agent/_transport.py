@@ -3,7 +3,8 @@
 ``acp``'s own stdio transport reports end-of-input at once, after which the connection refuses
 to send notifications — but a turn still running when stdin closes must finish and stream its
 updates. This transport holds end-of-input back until every request received has been answered,
-and writes frames the way the upstream agent did (compact, UTF-8, one per line).
+and writes frames the way the upstream agent did (compact, UTF-8, one per line). Reading and
+writing happen on worker threads, so stdin and stdout may be pipes, terminals or regular files.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import json
 import logging
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-from acp.stdio import stdio_streams
-
-__all__ = ["FrameTransport", "open_stdio", "protect_stdout"]
+__all__ = ["FrameTransport", "dumps_frame", "open_stdin", "protect_stdout"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
@@ -30,16 +31,17 @@ def dumps_frame(message: dict[str, Any]) -> bytes:
 
 
 class FrameTransport:
-    """Newline-delimited JSON-RPC over asyncio streams (an ``acp`` ``Transport``).
+    """Newline-delimited JSON-RPC on stdin and a stdout descriptor (an ``acp`` ``Transport``).
 
     ``receive`` returns ``None`` at end of input only once no received request is still
     unanswered, so in-flight turns finish with their updates delivered.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, out_fd: int) -> None:
         self._reader = reader
-        self._writer = writer
-        self._write_lock = asyncio.Lock()
+        self._out_fd = out_fd
+        # One writer thread: frames reach stdout in the order they were sent.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsh-acp-stdout")
         self._unanswered: set[Any] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -48,9 +50,9 @@ class FrameTransport:
     async def send(self, message: dict[str, Any]) -> None:
         """Write one frame (frames never interleave)."""
         data = dumps_frame(message)
-        async with self._write_lock:
-            self._writer.write(data)
-            await self._writer.drain()
+        await asyncio.get_running_loop().run_in_executor(
+            self._writer, _write_all, self._out_fd, data
+        )
         if "method" not in message and "id" in message:
             self._answered(message.get("id"))
 
@@ -96,12 +98,8 @@ class FrameTransport:
             return message
 
     async def close(self) -> None:
-        """Flush and close the output stream."""
-        async with self._write_lock:
-            try:
-                await self._writer.drain()
-            finally:
-                self._writer.close()
+        """Wait for the frames already sent to be written; stop the writer thread."""
+        await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown)
 
     def _answered(self, request_id: Any) -> None:
         self._unanswered.discard(_key(request_id))
@@ -112,6 +110,13 @@ class FrameTransport:
 def _key(request_id: Any) -> Any:
     # Ids are strings or numbers by the spec; anything else is keyed by its JSON text.
     return request_id if isinstance(request_id, str | int | float) else json.dumps(request_id)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 def protect_stdout() -> int:
@@ -126,12 +131,18 @@ def protect_stdout() -> int:
     return rpc_fd
 
 
-async def open_stdio(rpc_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """asyncio streams on stdin and ``rpc_fd``, set up by ``acp.stdio.stdio_streams``."""
-    saved = sys.stdout
-    rpc_out = os.fdopen(rpc_fd, "w", encoding="utf-8", closefd=False)
-    sys.stdout = rpc_out  # stdio_streams connects whatever sys.stdout is
-    try:
-        return await stdio_streams(limit=STDIO_LIMIT)
-    finally:
-        sys.stdout = saved
+def open_stdin(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
+    """A stream reader fed with stdin by a daemon thread (works for any kind of stdin)."""
+    reader = asyncio.StreamReader(limit=STDIO_LIMIT, loop=loop)
+
+    def feed() -> None:
+        try:
+            while data := os.read(0, 65536):
+                loop.call_soon_threadsafe(reader.feed_data, data)
+        except OSError as exc:
+            _log.error("reading stdin failed: %s", exc)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=feed, name="dsh-acp-stdin", daemon=True).start()
+    return reader

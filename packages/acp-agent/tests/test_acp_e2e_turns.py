@@ -1,0 +1,197 @@
+"""End to end: single turns through the real ``dsh-acp-agent`` process and a scripted server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from acp.schema import SessionNotification
+
+from dsh_acp_agent.testing import AgentRun, ResponseError, text_reply, tool_reply
+from dsh_llm_deepseek.testing import Fault, Pause, ScriptedModelServer
+
+pytestmark = pytest.mark.e2e
+
+
+def _event_types(run: AgentRun, session_id: str) -> list[str]:
+    return [event.type for event in run.log(session_id).events]
+
+
+def test_acp_text_turn(agent_run: AgentRun, model_server: ScriptedModelServer) -> None:
+    model_server.add_session([text_reply("PONG", reasoning="Say PONG")])
+    with agent_run.start() as agent:
+        init = agent.initialize()
+        assert init["agentInfo"]["name"] == "dsh-acp-agent"
+        assert init["agentCapabilities"]["loadSession"] is True
+        session_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(session_id, "Reply PONG") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    assert agent.frames[1]["result"] == {"sessionId": session_id}
+    assert agent.updates(session_id) == [
+        {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "Say"}},
+        {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": " PONG"}},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "PONG"}},
+    ]
+    for frame in agent.frames:
+        if frame.get("method") == "session/update":
+            SessionNotification.model_validate(frame["params"])
+    log = agent_run.log(session_id)
+    assert log.header.cwd == str(agent_run.workspace)
+    assert log.events[-1].data == {"turn": 1, "reason": {"kind": "completed"}}
+    [request] = model_server.requests
+    assert request.session_id == session_id
+
+
+def test_acp_bash_tool_turn(agent_run: AgentRun, model_server: ScriptedModelServer) -> None:
+    command = "echo to-stdout; echo to-stderr >&2; pwd"
+    model_server.add_session(
+        [
+            tool_reply(("call_1", "bash", {"command": command, "description": "Print things"})),
+            text_reply("DONE"),
+        ]
+    )
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(session_id, "run it") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    call, result, done = agent.updates(session_id)
+    assert call == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "call_1",
+        "title": command,
+        "kind": "execute",
+        "status": "in_progress",
+        "rawInput": command,
+        "content": [{"type": "content", "content": {"type": "text", "text": "Print things"}}],
+    }
+    output = f"to-stdout\nto-stderr\n{agent_run.workspace}\n"
+    assert result == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "call_1",
+        "status": "completed",
+        "content": [
+            {"type": "content", "content": {"type": "text", "text": f"```console\n{output}```"}}
+        ],
+    }
+    assert done["content"]["text"] == "DONE"
+    # The command's own stdout went into the tool result, never onto the agent's stdout.
+    assert agent.stray_lines == []
+    assert "tool/result" in _event_types(agent_run, session_id)
+
+
+def test_acp_cancel_mid_stream(agent_run: AgentRun, model_server: ScriptedModelServer) -> None:
+    pause = Pause()
+    partial: list[Any] = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "partial"},
+        pause,
+    ]
+    model_server.add_session([partial, text_reply("after")])
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        prompt_id = agent.send(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "long task"}]},
+        )
+        assert pause.wait_reached(60)
+        agent.notify("session/cancel", {"sessionId": session_id})
+        assert agent.response(prompt_id)["result"] == {"stopReason": "cancelled"}
+        # The session goes on: the next turn is numbered after the aborted one.
+        assert agent.prompt(session_id, "again") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    updates = agent.updates(session_id)
+    assert updates[0] == {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "partial"},
+    }
+    events = agent_run.log(session_id).events
+    ends = [event.data for event in events if event.type == "turn/end"]
+    assert (
+        ends == [{"turn": 1, "reason": {"kind": "aborted"}, "reason_detail": "session/cancel"}]
+        or ends[0]["reason"]["kind"] == "aborted"
+    )
+    assert ends[-1] == {"turn": 2, "reason": {"kind": "completed"}}
+
+
+def test_acp_stdin_eof_finishes_the_turn_in_flight(
+    agent_run: AgentRun, model_server: ScriptedModelServer
+) -> None:
+    model_server.add_session([text_reply("LATE ANSWER")])
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        prompt_id = agent.send(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]},
+        )
+        agent_run.finish(agent)  # closes stdin at once; the answer still has to come
+    assert agent.response(prompt_id)["result"] == {"stopReason": "end_turn"}
+    assert [u["content"]["text"] for u in agent.updates(session_id)] == ["LATE", " ANSWER"]
+    assert agent_run.log(session_id).events[-1].type == "turn/end"
+
+
+def test_acp_retries_429_and_500(agent_run: AgentRun, model_server: ScriptedModelServer) -> None:
+    model_server.add_session(
+        [
+            Fault.status(429, retry_after=0),
+            text_reply("ONE"),
+            Fault.status(500),
+            text_reply("TWO"),
+        ]
+    )
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(session_id, "first") == {"stopReason": "end_turn"}
+        assert agent.prompt(session_id, "second") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    assert [u["content"]["text"] for u in agent.updates(session_id)] == ["ONE", "TWO"]
+    assert len(model_server.requests) == 4
+    model_server.assert_consumed()
+    ends = [
+        e.data["reason"]["kind"] for e in agent_run.log(session_id).events if e.type == "turn/end"
+    ]
+    assert ends == ["completed", "completed"]
+
+
+def test_acp_drop_mid_stream_is_an_error_turn(
+    agent_run: AgentRun, model_server: ScriptedModelServer
+) -> None:
+    model_server.add_session([Fault.drop_after(2), text_reply("RECOVERED")])
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        with pytest.raises(ResponseError) as failed:
+            agent.prompt(session_id, "stream and drop")
+        assert failed.value.error["code"] == -32603
+        assert failed.value.error["message"].startswith("Internal error: turn failed: ")
+        assert set(failed.value.error) == {"code", "message"}
+        # The session is still usable after the failed turn.
+        assert agent.prompt(session_id, "again") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    texts = [u["content"]["text"] for u in agent.updates(session_id)]
+    assert texts == ["part0 ", "part1 ", "RECOVERED"]
+    log = agent_run.log(session_id)  # loadable: a strict read of the whole file
+    ends = [e.data for e in log.events if e.type == "turn/end"]
+    assert ends[0]["reason"]["kind"] == "error"
+    assert failed.value.error["message"] == (
+        f"Internal error: turn failed: {ends[0]['reason']['message']}"
+    )
+    assert ends[1]["reason"]["kind"] == "completed"
+
+
+def test_acp_unknown_session_is_an_error(agent_run: AgentRun) -> None:
+    with agent_run.start() as agent:
+        agent.initialize()
+        with pytest.raises(ResponseError) as failed:
+            agent.prompt("no-such-session", "hi")
+        assert "no-such-session" in failed.value.error["message"]
+        with pytest.raises(ResponseError) as failed_load:
+            agent.request(
+                "session/load",
+                {"sessionId": "no-such-session", "cwd": str(agent_run.workspace), "mcpServers": []},
+            )
+        assert "no-such-session" in failed_load.value.error["message"]
+        agent_run.finish(agent)
