@@ -126,6 +126,8 @@ def _reason(error: ErrorDetails) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] in {"missing", "extra_forbidden"}:
         return message.lower()
+    if error["type"] == "value_error":
+        return message
     return f"{message} (found {error['input']!r})"
 
 
