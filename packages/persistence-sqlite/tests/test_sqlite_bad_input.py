@@ -194,6 +194,19 @@ CASES: dict[str, Case] = {
         ("time must be an integer", "noon"),
         field="events[seq=3].time",
     ),
+    # each row alone is invalid, but joined with commas they parse as the right number of
+    # objects: the one-loads-per-chunk fast path must not be fooled into accepting them
+    "rows-that-only-parse-when-joined": Case(
+        lambda p: _edit(
+            p,
+            f"UPDATE events SET data = '{{\"a\":\"' WHERE session_id = '{SESSION}' AND seq = 3",
+            f"UPDATE events SET data = '\"}}' WHERE session_id = '{SESSION}' AND seq = 4",
+            f"UPDATE events SET data = '{{}},{{}}' WHERE session_id = '{SESSION}' AND seq = 5",
+        ),
+        LogFormatError,
+        ("invalid JSON",),
+        field="events[seq=3].data",
+    ),
     "empty-event-type": Case(
         lambda p: _edit(
             p, f"UPDATE events SET type = '' WHERE session_id = '{SESSION}' AND seq = 2"

@@ -41,7 +41,7 @@ from dsh_persistence_sqlite._rows import (
     EVENT_COLUMNS,
     HEADER_COLUMNS,
     event_row,
-    events_from_rows,
+    events_from_cursor,
     header_from_row,
     header_row,
 )
@@ -54,7 +54,7 @@ _INSERT_EVENT = (
     "surface_op, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SESSION = f"INSERT INTO sessions ({HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_SELECT_EVENTS = f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq"
+_SELECT_EVENTS = f"SELECT {EVENT_COLUMNS}, {{valid}} FROM events WHERE session_id = ? ORDER BY seq"
 _CORRUPT_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
 # Another process holding the write lock makes BEGIN IMMEDIATE wait up to this long.
 _BUSY_TIMEOUT_S = 30.0
@@ -159,6 +159,9 @@ class SqliteSessionStore:
                         f"{self.path}: could not switch to WAL mode (journal_mode is {mode})"
                     )
                 connection.execute("PRAGMA synchronous = FULL")
+                self._select_events = _SELECT_EVENTS.format(
+                    valid=_json_valid_expression(connection)
+                )
                 if state.fresh:
                     connection.execute("BEGIN IMMEDIATE")
                     try:
@@ -352,17 +355,23 @@ class SqliteSessionStore:
                 header_data: tuple[Any, ...] | None = connection.execute(
                     f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
                 ).fetchone()
-                rows: list[tuple[Any, ...]] = (
-                    []
-                    if header_data is None
-                    else connection.execute(_SELECT_EVENTS, (session_id,)).fetchall()
-                )
+                if header_data is None:
+                    raise self._not_found(session_id)
+                header = header_from_row(header_data, self._source)
+                cursor = connection.execute(self._select_events, (session_id,))
+                events = events_from_cursor(cursor, self._source)
             finally:
                 connection.execute("COMMIT")
-        if header_data is None:
-            raise self._not_found(session_id)
-        header = header_from_row(header_data, self._source)
-        return SessionLog(header, events_from_rows(rows, self._source))
+        return SessionLog(header, events)
+
+
+def _json_valid_expression(connection: sqlite3.Connection) -> str:
+    """``json_valid(data)`` where this SQLite has JSON functions, else ``0`` (slower loads)."""
+    try:
+        connection.execute("SELECT json_valid('{}')")
+    except sqlite3.OperationalError:
+        return "0"
+    return "json_valid(data)"
 
 
 def _lock_name(session_id: str) -> str:
