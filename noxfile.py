@@ -95,7 +95,12 @@ def bench(session: nox.Session) -> None:
 def snapshot(session: nox.Session) -> None:
     """The keyless replay gate: every scenario under snapshots/, in parallel, with a summary."""
     sync(session, "test")
-    session.run("dsh-snapshot", "replay", "snapshots", "--jobs", "auto", *session.posargs)
+    if "--splits" in session.posargs:
+        # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
+        session.run("pytest", "--dsh-snapshots", "snapshots", "-n", "auto", "-p",
+                    "no:cacheprovider", *session.posargs)
+    else:
+        session.run("dsh-snapshot", "replay", "snapshots", "--jobs", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)

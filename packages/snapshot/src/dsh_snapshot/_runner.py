@@ -179,8 +179,13 @@ def write_fixtures(
 def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]:
     exe = Path(sys.executable).with_name("dsh-scripted-model-server")
     cmd = [str(exe)] if exe.is_file() else ["dsh-scripted-model-server"]
+    # The server stops at the end of its stdin: hold a pipe open for the whole run.
     proc = subprocess.Popen(
-        [*cmd, "--script", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--script", str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -204,7 +209,7 @@ def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
 

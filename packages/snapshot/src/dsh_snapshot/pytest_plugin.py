@@ -59,6 +59,39 @@ def pytest_configure(config: pytest.Config) -> None:
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
+        config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
+
+
+class _Summary:
+    """Counts runs, sessions and replayed calls; prints the gate's summary line at the end.
+
+    ``pytest_runtest_logreport`` runs in the controller under xdist too (with each report's
+    ``user_properties``), so the summary covers every worker.
+    """
+
+    def __init__(self) -> None:
+        self.scenarios: set[str] = set()
+        self.runs = self.sessions = self.calls = self.passed = self.failed = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if report.when != "call" or "sessions" not in props:
+            return
+        self.runs += 1
+        self.scenarios.add(report.nodeid.split("::", 1)[0])
+        self.sessions += int(str(props["sessions"]))
+        self.calls += int(str(props["calls_replayed"]))
+        if report.passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(
+            f"dsh-snapshot: {len(self.scenarios)} scenarios ({self.runs} runs), {self.sessions} "
+            f"sessions, {self.calls} model calls replayed: {self.passed} passed, "
+            f"{self.failed} failed"
+        )
 
 
 class ScenarioFolder(pytest.Directory):

@@ -1,0 +1,127 @@
+"""The pytest plugin: inert by default; one item per (scenario, composition) when asked;
+pytest-split shards cover every item exactly once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _scenario(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
+    (folder / "snapshot.yml").write_text(
+        "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
+    )
+
+
+def _collect(cwd: Path, *args: str) -> list[str]:
+    (cwd / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            "-c",
+            str(cwd / "pytest.ini"),
+            "--rootdir",
+            str(cwd),
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode in (0, 5), proc.stdout + proc.stderr
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for name in ("text-turn", "multi-turn", "cancel"):
+        _scenario(tmp_path / "snapshots" / "sdk" / name)
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    return tmp_path
+
+
+def test_inert_without_the_option(tree: Path) -> None:
+    assert _collect(tree, "snapshots") == []
+    assert _collect(tree, ".") == ["test_plain.py::test_plain"]
+
+
+def test_one_item_per_scenario_and_composition(tree: Path) -> None:
+    ids = _collect(tree, "--dsh-snapshots", "snapshots")
+    assert ids == [
+        f"snapshots/sdk/{name}::sdk/{name}[{comp}]"
+        for name in ("cancel", "multi-turn", "text-turn")
+        for comp in ("jsonl", "sqlite")
+    ]
+    only = _collect(tree, "--dsh-snapshots", "--dsh-composition", "sqlite", "snapshots/sdk/cancel")
+    assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
+
+
+def test_two_split_groups_cover_every_item_once(tree: Path) -> None:
+    everything = _collect(tree, "--dsh-snapshots", "snapshots")
+    durations = tree / ".test_durations"
+    durations.write_text(json.dumps({nid: 1.0 + i for i, nid in enumerate(everything)}))
+    groups = [
+        _collect(
+            tree,
+            "--dsh-snapshots",
+            "snapshots",
+            "--splits",
+            "2",
+            "--group",
+            str(g),
+            "--durations-path",
+            str(durations),
+        )
+        for g in (1, 2)
+    ]
+    assert groups[0]
+    assert groups[1]
+    assert sorted(groups[0] + groups[1]) == sorted(everything)
+
+
+def test_committed_gate_shards_cover_every_scenario_once() -> None:
+    """The CI matrix (two pytest-split groups over snapshots/) runs each scenario once."""
+    if not any((ROOT / "snapshots").rglob("input.json")):
+        pytest.skip("no committed scenarios under snapshots/")
+    args = ["--dsh-snapshots", "snapshots", "--durations-path", str(ROOT / ".test_durations")]
+    proc = [
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--collect-only",
+                "-q",
+                *args,
+                *extra,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for extra in ([], ["--splits", "2", "--group", "1"], ["--splits", "2", "--group", "2"])
+    ]
+    everything, one, two = ([ln for ln in p.stdout.splitlines() if "::" in ln] for p in proc)
+    assert everything, proc[0].stdout + proc[0].stderr
+    assert one
+    assert two
+    assert sorted(one + two) == sorted(everything)
+    assert len(set(one) & set(two)) == 0

@@ -1,0 +1,118 @@
+"""Discovery and validation of scenario folders; errors name the file and the field."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dsh_snapshot import ScenarioError, discover, load_scenario
+
+META = "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
+HEADER = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
+CORPUS = Path(os.environ.get("DSH_UPSTREAM_CORPUS", "/work/shared/upstream-corpus"))
+
+
+def _scenario(folder: Path, meta: str | None = META, steps: object = None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text(
+        json.dumps(steps if steps is not None else {"steps": [{"op": "initialize"}]})
+    )
+    if meta is not None:
+        (folder / "snapshot.yml").write_text(meta)
+    return folder
+
+
+def test_discovers_nested_folders_sorted_and_not_inside_workspaces(tmp_path: Path) -> None:
+    _scenario(tmp_path / "sdk" / "b")
+    a = _scenario(tmp_path / "sdk" / "a")
+    _scenario(a / "workspace" / "inner")
+    found = discover([tmp_path, tmp_path / "sdk" / "a"])
+    assert [s.name for s in found] == ["sdk/a", "sdk/b"]
+
+
+def test_session_files_in_order(tmp_path: Path) -> None:
+    folder = _scenario(tmp_path / "sdk" / "x")
+    for name in ("session.jsonl", "session.2.jsonl", "session.1.jsonl"):
+        (folder / name).write_text(HEADER)
+    scenario = load_scenario(folder)
+    assert [p.name for p in scenario.session_files] == [
+        "session.jsonl",
+        "session.1.jsonl",
+        "session.2.jsonl",
+    ]
+    assert scenario.stdout_file.name == "stdout.expected.jsonl"
+
+
+def test_gap_in_child_numbers_is_an_error(tmp_path: Path) -> None:
+    folder = _scenario(tmp_path / "sdk" / "x")
+    (folder / "session.jsonl").write_text(HEADER)
+    (folder / "session.2.jsonl").write_text(HEADER)
+    with pytest.raises(ScenarioError, match=r"numbered 1\.\.N without gaps, found \[2\]"):
+        load_scenario(folder)
+
+
+@pytest.mark.parametrize(
+    ("meta", "field"),
+    [
+        ("version: 2\nprofile: sdk\nrecording: live\n", "version"),
+        ("version: 1\nprofile: sdk\nrecording: guessed\n", "recording"),
+        ("version: 1\nprofile: sdk\n", "recording"),
+        ("version: 1\nprofile: sdk\nrecording: live\ncolour: red\n", "colour"),
+    ],
+)
+def test_bad_snapshot_yml_names_file_and_field(tmp_path: Path, meta: str, field: str) -> None:
+    folder = _scenario(tmp_path / "sdk" / "x", meta=meta)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(folder)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{folder / 'snapshot.yml'}: field {field!r}:")
+
+
+def test_bad_yaml_and_bad_json(tmp_path: Path) -> None:
+    folder = _scenario(tmp_path / "sdk" / "x", meta="version: [1\n")
+    with pytest.raises(ScenarioError, match="invalid YAML"):
+        load_scenario(folder)
+    other = _scenario(tmp_path / "sdk" / "y")
+    (other / "input.json").write_text("{nope")
+    with pytest.raises(ScenarioError, match=r"input\.json: invalid JSON"):
+        load_scenario(other)
+
+
+@pytest.mark.parametrize(
+    ("steps", "field"),
+    [
+        ({"steps": [{"op": "dance"}]}, "steps.0.op"),
+        ({"steps": []}, "steps"),
+        ({"steps": [{"op": "initialize"}, {"op": "prompt"}]}, "steps.1.text"),
+    ],
+)
+def test_bad_steps_name_the_field(tmp_path: Path, steps: object, field: str) -> None:
+    folder = _scenario(tmp_path / "sdk" / "x", steps=steps)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(folder)
+    assert info.value.field == field
+    assert info.value.path == folder / "input.json"
+
+
+def test_missing_path_and_non_scenario(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="no such scenario folder"):
+        discover([tmp_path / "nope"])
+    with pytest.raises(ScenarioError, match=r"input\.json missing"):
+        load_scenario(tmp_path)
+
+
+def test_upstream_folder_is_read_as_it_is() -> None:
+    folder = CORPUS / "june" / "subagent-multi"
+    if not folder.is_dir():
+        pytest.skip(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
+    scenario = load_scenario(folder)
+    assert scenario.meta is None
+    assert scenario.name == "june/subagent-multi"
+    assert scenario.stdout_file.name == "stdout.golden.jsonl"
+    assert len(scenario.child_files) == 2
+    fork = load_scenario(CORPUS / "june" / "subagent-fork")
+    assert [p.name for p in fork.fork_children] == ["session.1.jsonl"]
+    assert load_scenario(CORPUS / "june" / "cancel").authored
