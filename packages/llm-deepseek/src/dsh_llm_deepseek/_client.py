@@ -225,13 +225,7 @@ class DeepSeekClient:
 
     async def _raise_status(self, response: httpx.Response) -> None:
         status = response.status_code
-        try:
-            raw = await response.aread()
-        except httpx.HTTPError:
-            raw = b""
-        finally:
-            await response.aclose()
-        message = self._redact(_server_message(raw[:_MAX_ERROR_BODY], response.reason_phrase))
+        message = await self._error_message(response)
         text = f"DeepSeek API error (HTTP {status}): {message}"
         if status == 429:
             raise _Transient(
@@ -242,6 +236,16 @@ class DeepSeekClient:
             raise _Transient(ModelError(text, code="SERVER", status=status))
         code = {400: "BAD_REQUEST", 401: "AUTH", 403: "AUTH"}.get(status, f"HTTP_{status}")
         raise ModelError(text, code=code, status=status)
+
+    async def _error_message(self, response: httpx.Response) -> str:
+        """The server's error message, redacted; the raw body dies with this frame."""
+        try:
+            raw = await response.aread()
+        except httpx.HTTPError:
+            raw = b""
+        finally:
+            await response.aclose()
+        return self._redact(_server_message(raw[:_MAX_ERROR_BODY], response.reason_phrase))
 
     # --- reading -----------------------------------------------------------------------------
 

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from dsh_core import Chunk, ContentBlock, ModelError, Usage
-from dsh_core._events import FinishKind
 
 __all__ = ["DONE", "ChunkMapper", "decode_event", "protocol_error", "sse_data"]
 
 DONE = "[DONE]"
+
+FinishKind = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
 
 _FINISH_KINDS: dict[str, FinishKind] = {
     "stop": "stop",

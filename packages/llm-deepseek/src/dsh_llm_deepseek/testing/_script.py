@@ -277,25 +277,24 @@ def _tagged(
     return model
 
 
+def validate_chunk(raw: object, source: str, path: str) -> Chunk:
+    """Check one JSON chunk against the dsh chunk union; return it as a chunk."""
+    _check(_tagged(_CHUNK_MODELS, raw, "type", source, path), raw, source, path)
+    chunk = cast(dict[str, Any], raw)
+    if chunk["type"] == "block-end":
+        block = chunk["block"]
+        where = f"{path}.block"
+        _check(_tagged(_BLOCK_MODELS, block, "type", source, where), block, source, where)
+    return cast(Chunk, chunk)
+
+
 def validate_chunks(raw: object, source: str, path: str) -> list[Chunk]:
     """Check a JSON chunk list against the dsh chunk union; return it as chunks."""
     if not isinstance(raw, list):
         raise ScriptError(source, path, f"expected an array of chunks, got {type(raw).__name__}")
-    out: list[Chunk] = []
-    for i, item in enumerate(cast(list[Any], raw)):
-        where = f"{path}[{i}]"
-        _check(_tagged(_CHUNK_MODELS, item, "type", source, where), item, source, where)
-        chunk = cast(dict[str, Any], item)
-        if chunk["type"] == "block-end":
-            block = chunk["block"]
-            _check(
-                _tagged(_BLOCK_MODELS, block, "type", source, f"{where}.block"),
-                block,
-                source,
-                f"{where}.block",
-            )
-        out.append(cast(Chunk, chunk))
-    return out
+    return [
+        validate_chunk(item, source, f"{path}[{i}]") for i, item in enumerate(cast(list[Any], raw))
+    ]
 
 
 def validate_script(
@@ -321,7 +320,7 @@ def validate_script(
             if isinstance(item, Pause):
                 items.append(item)
             else:
-                items.extend(validate_chunks([item], source, f"{where}[{k}]")[:1])
+                items.append(validate_chunk(item, source, f"{where}[{k}]"))
         out.append(items)
     return out
 

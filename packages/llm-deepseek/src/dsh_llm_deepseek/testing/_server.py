@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -31,6 +33,8 @@ from dsh_llm_deepseek.testing._script import (
 )
 
 __all__ = ["RecordedRequest", "ScriptedModelServer"]
+
+_log = logging.getLogger("dsh_llm_deepseek.testing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,13 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     owner: ScriptedModelServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log instead of printing to stderr; a client hanging up is not worth a line."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            return
+        _log.error("scripted model server: error serving %s", client_address, exc_info=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

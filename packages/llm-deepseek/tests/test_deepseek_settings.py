@@ -1,0 +1,83 @@
+"""DeepSeekSettings reads DEEPSEEK_* from the environment."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from pydantic import ValidationError
+
+from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("DEEPSEEK_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
+    settings = DeepSeekSettings()
+    assert settings.api_key is None
+    assert settings.base_url == "https://api.deepseek.com"
+    assert settings.model == "deepseek-chat"
+    assert settings.max_retries == 3
+    assert settings.max_tokens is None
+
+
+def test_every_field_reads_its_env_var(clean_env: pytest.MonkeyPatch) -> None:
+    env = {
+        "DEEPSEEK_API_KEY": "sk-from-env",
+        "DEEPSEEK_BASE_URL": "http://127.0.0.1:1234/v1",
+        "DEEPSEEK_MODEL": "deepseek-reasoner",
+        "DEEPSEEK_CONNECT_TIMEOUT": "1.5",
+        "DEEPSEEK_READ_TIMEOUT": "7",
+        "DEEPSEEK_FIRST_BYTE_TIMEOUT": "9",
+        "DEEPSEEK_MAX_RETRIES": "5",
+        "DEEPSEEK_MAX_RETRY_AFTER": "30",
+        "DEEPSEEK_RETRY_BASE_WAIT": "0.5",
+        "DEEPSEEK_RETRY_MAX_WAIT": "4",
+        "DEEPSEEK_MAX_TOKENS": "2048",
+    }
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    settings = DeepSeekSettings()
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "sk-from-env"
+    assert (settings.base_url, settings.model) == ("http://127.0.0.1:1234/v1", "deepseek-reasoner")
+    assert (settings.connect_timeout, settings.read_timeout, settings.first_byte_timeout) == (
+        1.5,
+        7.0,
+        9.0,
+    )
+    assert (settings.max_retries, settings.max_retry_after) == (5, 30.0)
+    assert (settings.retry_base_wait, settings.retry_max_wait) == (0.5, 4.0)
+    assert settings.max_tokens == 2048
+
+
+@pytest.mark.anyio
+async def test_client_reads_env_when_given_no_settings(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("DEEPSEEK_MODEL", "m-env")
+    client = DeepSeekClient()
+    try:
+        assert client.settings.model == "m-env"
+        assert repr(client) == "DeepSeekClient(base_url='https://api.deepseek.com', model='m-env')"
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DEEPSEEK_MAX_RETRIES", "-1"),
+        ("DEEPSEEK_READ_TIMEOUT", "0"),
+        ("DEEPSEEK_MAX_TOKENS", "lots"),
+    ],
+)
+def test_invalid_values_are_rejected(name: str, value: str, clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv(name, value)
+    with pytest.raises(ValidationError) as info:
+        DeepSeekSettings()
+    assert name.removeprefix("DEEPSEEK_").lower() in str(info.value)
