@@ -81,6 +81,16 @@ async def test_500_is_retried_then_succeeds(
     assert [r.status for r in server.requests] == [500, 503, 200]
 
 
+async def test_503_retry_after_is_honoured(
+    server: ScriptedModelServer, make_settings: SettingsFactory
+) -> None:
+    server.add_session([Fault.status(503, retry_after=0.3), SCRIPT])
+    async with DeepSeekClient(make_settings(server.base_url, retry_base_wait=0.0)) as client:
+        assert await collect(client) == SCRIPT
+    first, second = server.requests
+    assert second.received_at - first.received_at >= 0.3
+
+
 async def test_500_until_retries_run_out_is_server(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:

@@ -75,8 +75,9 @@ async def collect(client: DeepSeekClient, session_id: str = "s-1", **kw: Any) ->
 async def test_client_satisfies_the_model_client_protocol(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
-    async with DeepSeekClient(make_settings(server.base_url)) as client:
-        assert isinstance(client, ModelClient)
+    client: ModelClient = DeepSeekClient(make_settings(server.base_url))  # checked by pyright
+    assert isinstance(client, ModelClient)
+    await client.aclose()
 
 
 async def test_text_only_stream(

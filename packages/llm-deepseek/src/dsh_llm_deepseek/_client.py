@@ -232,8 +232,11 @@ class DeepSeekClient:
                 ModelError(text, code="RATE_LIMIT", status=status),
                 _retry_after(response.headers.get("Retry-After")),
             )
-        if status >= 500:
-            raise _Transient(ModelError(text, code="SERVER", status=status))
+        if status >= 500:  # a 503 may say when to come back, too
+            raise _Transient(
+                ModelError(text, code="SERVER", status=status),
+                _retry_after(response.headers.get("Retry-After")),
+            )
         code = {400: "BAD_REQUEST", 401: "AUTH", 403: "AUTH"}.get(status, f"HTTP_{status}")
         raise ModelError(text, code=code, status=status)
 
