@@ -79,6 +79,7 @@ def test_acp_fork_after_a_completed_turn(
     parent = agent_run.log(parent_id)
     [child] = _children(agent_run, parent_id)
     seed_length = child.header.seed_length
+    assert seed_length is not None
     first_turn_end = next(e.seq for e in parent.events if e.type == "turn/end")
     assert seed_length == first_turn_end + 1
     assert _wire(child)[:seed_length] == _wire(parent)[:seed_length]

@@ -39,7 +39,7 @@ def test_acp_session_load_resumes(agent_run: AgentRun, model_server: ScriptedMod
 
     with agent_run.start() as agent:
         agent.initialize()
-        load = {"cwd": str(agent_run.workspace), "mcpServers": []}
+        load: dict[str, object] = {"cwd": str(agent_run.workspace), "mcpServers": []}
         assert agent.request("session/load", {"sessionId": parent_id, **load}) == {}
         replayed = agent.updates(parent_id)
         assert agent.prompt(parent_id, "Third.") == {"stopReason": "end_turn"}
