@@ -146,8 +146,8 @@ async def test_drop_before_any_chunk_is_retried(
 async def test_slow_first_byte_times_out_and_is_retried(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
-    server.add_session([Fault.slow_first_byte(5.0), SCRIPT])
-    settings = make_settings(server.base_url, first_byte_timeout=0.2)
+    server.add_session([Fault.slow_first_byte(30.0), SCRIPT])
+    settings = make_settings(server.base_url, first_byte_timeout=1.0)
     async with DeepSeekClient(settings) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 2
