@@ -70,8 +70,10 @@ class BashTool:
         command = arguments.get("command")
         if not isinstance(command, str) or not command.strip():
             return ToolOutcome("bash: the 'command' argument must be a non-empty string", True)
-        try:
-            process = await asyncio.create_subprocess_exec(
+        # The process exists before create_subprocess_exec returns (it still connects the
+        # pipes); a cancellation in that window must not leave the command's group running.
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 "bash",
                 "-c",
                 command,
@@ -81,8 +83,15 @@ class BashTool:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
+        )
+        try:
+            process = await asyncio.shield(spawn)
         except OSError as error:
             return ToolOutcome(f"bash: could not start the command in {context.cwd}: {error}", True)
+        except asyncio.CancelledError:
+            with contextlib.suppress(OSError):
+                await _kill_group(await spawn)
+            raise
         collected = _Collected()
         try:
             async with asyncio.timeout(self.timeout_s):

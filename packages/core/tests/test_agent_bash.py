@@ -1,0 +1,168 @@
+"""``BashTool`` against real ``bash`` processes in temporary directories."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dsh_core import Agent, BashTool, Chunk, CreateOptions, SessionMeta, ToolContext, ToolOutcome
+from dsh_core.testing import InMemorySessionStore, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _context(cwd: Path) -> ToolContext:
+    store = InMemorySessionStore()
+    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
+    agent = Agent(ScriptedModel(), store, [BashTool()])
+    return ToolContext(session=session, cwd=str(cwd), turn=1, step=1, call_id="c", agent=agent)
+
+
+async def _run(tmp_path: Path, command: str, tool: BashTool | None = None) -> ToolOutcome:
+    return await (tool or BashTool()).run(
+        {"command": command, "description": "t"}, _context(tmp_path)
+    )
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def _wait_dead(pid: int) -> bool:
+    return await _until(lambda: not _alive(pid), fail=False)
+
+
+async def _until(predicate: Callable[[], bool], *, fail: bool = True) -> bool:
+    """Poll ``predicate`` (for effects outside the event loop: files, processes)."""
+    for _ in range(1000):
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    if fail:
+        pytest.fail("the condition never became true")
+    return False
+
+
+async def test_output_is_returned_exactly(tmp_path: Path) -> None:
+    assert await _run(tmp_path, "echo SNAPSHOT_OK") == ToolOutcome("SNAPSHOT_OK\n", False)
+
+
+async def test_runs_in_the_context_cwd_with_stderr_merged_and_empty_stdin(tmp_path: Path) -> None:
+    (tmp_path / "marker.txt").write_text("here")
+    outcome = await _run(tmp_path, "cat marker.txt; echo; echo oops >&2; cat; pwd")
+    assert outcome == ToolOutcome(f"here\noops\n{tmp_path}\n", False)
+
+
+async def test_non_zero_exit_is_an_error_with_the_code_on_its_own_line(tmp_path: Path) -> None:
+    assert await _run(tmp_path, "printf partial; exit 3") == ToolOutcome(
+        "partial\n[exit code 3]", True
+    )
+    assert await _run(tmp_path, "exit 1") == ToolOutcome("[exit code 1]", True)
+
+
+async def test_timeout_kills_the_group_and_keeps_partial_output(tmp_path: Path) -> None:
+    pid_file = tmp_path / "bg.pid"
+    tool = BashTool(timeout_s=0.5)
+    outcome = await _run(tmp_path, f"echo started; sleep 60 & echo $! > {pid_file}; wait", tool)
+    assert outcome.is_error
+    assert outcome.text == "started\ncommand timed out after 0.5s"
+    assert await _wait_dead(int(pid_file.read_text()))
+
+
+async def test_output_over_the_cap_is_truncated_with_a_note(tmp_path: Path) -> None:
+    outcome = await _run(tmp_path, "printf 'x%.0s' $(seq 1 500)", BashTool(output_cap=100))
+    assert not outcome.is_error
+    body, note = outcome.text.split("\n")
+    assert body == "x" * 100
+    assert note == "[output truncated to 100 characters; the command printed 500 bytes]"
+
+
+async def test_large_output_is_bounded_in_memory(tmp_path: Path) -> None:
+    outcome = await _run(
+        tmp_path, "head -c 3000000 /dev/zero | tr '\\0' y", BashTool(output_cap=10)
+    )
+    assert outcome.text == "y" * 10 + (
+        "\n[output truncated to 10 characters; the command printed 3000000 bytes]"
+    )
+
+
+async def test_killed_by_a_signal_is_reported(tmp_path: Path) -> None:
+    outcome = await _run(tmp_path, "kill -TERM $$")
+    assert outcome == ToolOutcome("[killed by signal SIGTERM]", True)
+
+
+@pytest.mark.parametrize("command", ["", "   ", None])
+async def test_a_missing_command_is_an_error(tmp_path: Path, command: str | None) -> None:
+    outcome = await BashTool().run({"command": command}, _context(tmp_path))
+    assert outcome.is_error
+    assert "'command' argument must be a non-empty string" in outcome.text
+
+
+async def test_a_missing_cwd_is_an_error(tmp_path: Path) -> None:
+    outcome = await BashTool().run({"command": "true"}, _context(tmp_path / "gone"))
+    assert outcome.is_error
+    assert "could not start the command" in outcome.text
+
+
+async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    task = asyncio.create_task(_run(tmp_path, f"sleep 60 & echo $$ $! > {pid_file}; wait"))
+    await _until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for pid in pid_file.read_text().split():
+        assert await _wait_dead(int(pid))
+
+
+async def test_cancelling_a_turn_in_bash_kills_it_and_logs_a_cancelled_result(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    arguments = json.dumps({"command": f"echo $$ > {pid_file}; sleep 60", "description": "w"})
+    script: list[Chunk] = [
+        {"type": "block-start", "index": 0, "blockType": "tool-call"},
+        {
+            "type": "block-end",
+            "index": 0,
+            "block": {"type": "tool-call", "id": "c1", "name": "bash", "arguments": arguments},
+        },
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
+    store = InMemorySessionStore()
+    agent = Agent(ScriptedModel([[script]]), store, [BashTool()])
+    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
+    task = asyncio.create_task(agent.run_turn(session, "go"))
+    await _until(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"))
+    task.cancel()
+    outcome = await task
+    assert outcome.kind == "aborted"
+    assert await _wait_dead(int(pid_file.read_text()))
+    [result] = [e.data for e in session.events if e.type == "tool/result"]
+    assert (result["content"][0]["text"], result["isError"]) == ("cancelled", True)
+    assert session.events[-1].data["reason"] == {"kind": "aborted", "reason": "session/cancel"}
+
+
+def test_spec_and_settings_are_checked() -> None:
+    spec = BashTool().spec
+    assert spec["name"] == "bash"
+    assert spec["parameters"]["required"] == ["command"]
+    assert set(spec["parameters"]["properties"]) == {"command", "description"}
+    with pytest.raises(ValueError, match="timeout_s"):
+        BashTool(timeout_s=0)
+    with pytest.raises(ValueError, match="output_cap"):
+        BashTool(output_cap=0)

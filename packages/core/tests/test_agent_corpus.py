@@ -1,0 +1,147 @@
+"""The agent, fed the chunks of the upstream June recordings, writes the same logs.
+
+Each test plays the ``assistant/chunk`` groups of a June ``session.jsonl`` through
+``ScriptedModel`` and compares the produced log with the recording after normalising
+``time``/``createdAt`` (→ 0), session ids and the cwd. The corpus is read from
+``DSH_UPSTREAM_CORPUS`` (default ``../shared/upstream-corpus`` beside the checkout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_core import (
+    Agent,
+    BashTool,
+    CreateOptions,
+    Event,
+    ModelError,
+    Session,
+    SessionHeader,
+    SessionLog,
+    SessionMeta,
+    read_log_text,
+)
+from dsh_core.testing import Hang, InMemorySessionStore, ScriptedModel, chunk_groups
+
+pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
+
+_CORPUS = Path(
+    os.environ.get(
+        "DSH_UPSTREAM_CORPUS", Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
+    )
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _fixture(scenario: str, name: str = "session.jsonl") -> SessionLog:
+    path = _CORPUS / "june" / scenario / name
+    if not path.is_file():
+        pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
+    return read_log_text(path.read_text(encoding="utf-8"), str(path))
+
+
+def _normalised(header: SessionHeader, events: list[Event]) -> list[dict[str, Any]]:
+    """Header and events as wire objects with times, ids and the cwd replaced."""
+    rows = [header.to_json(), *(event.to_json() for event in events)]
+    text = json.dumps(rows)
+    replacements = {header.id: "{{sessionId}}"}
+    if header.parent_session:
+        replacements[header.parent_session] = "{{sessionId}}"
+    if header.cwd:
+        replacements[header.cwd] = "{{cwd}}"
+    for old, new in replacements.items():
+        text = text.replace(json.dumps(old)[1:-1], new)
+    out: list[dict[str, Any]] = json.loads(text)
+    out[0]["createdAt"] = 0
+    for row in out[1:]:
+        row["time"] = 0
+    return out
+
+
+def _prompts(log: SessionLog) -> list[str]:
+    return [e.data["content"][0]["text"] for e in log.events if e.type == "user/message"]
+
+
+async def _play(
+    scenario: str, tmp_path: Path, script: list[Any] | None = None
+) -> tuple[SessionLog, InMemorySessionStore, Session, ScriptedModel]:
+    """Run every prompt of the recording against its own chunks; return the parts."""
+    log = _fixture(scenario)
+    store = InMemorySessionStore()
+    model = ScriptedModel([chunk_groups(log.events) if script is None else script])
+    agent = Agent(model, store, [BashTool()])
+    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
+    for prompt in _prompts(log):
+        await agent.run_turn(session, prompt)
+    session.close()
+    return log, store, session, model
+
+
+def _assert_same(log: SessionLog, store: InMemorySessionStore, session: Session) -> None:
+    ours = store.load(session.id)
+    assert _normalised(ours.header, ours.events) == _normalised(log.header, log.events)
+
+
+async def test_text_turn_matches_june(tmp_path: Path) -> None:
+    log, store, session, model = await _play("text-turn", tmp_path)
+    _assert_same(log, store, session)
+    model.assert_consumed()
+    assert [m["role"] for m in model.requests[0].messages] == ["user"]
+    assert model.requests[0].session_id == session.id
+    assert [t["name"] for t in model.requests[0].tools] == ["bash"]
+
+
+async def test_tool_call_turn_runs_real_bash_and_matches_june(tmp_path: Path) -> None:
+    log, store, session, model = await _play("tool-call-turn", tmp_path)
+    _assert_same(log, store, session)
+    model.assert_consumed()
+    second = model.requests[1]
+    assert [m["role"] for m in second.messages] == ["user", "assistant", "tool"]
+    assert (second.turn, second.step) == (1, 2)
+
+
+async def test_multi_turn_matches_june(tmp_path: Path) -> None:
+    log, store, session, model = await _play("multi-turn", tmp_path)
+    _assert_same(log, store, session)
+    model.assert_consumed()
+    assert [m["role"] for m in model.requests[1].messages] == ["user", "assistant", "user"]
+    assert model.requests[1].turn == 2
+
+
+async def test_error_finish_matches_june(tmp_path: Path) -> None:
+    error = ModelError("simulated provider error (HTTP 401)", code="AUTH", status=401)
+    log, store, session, _ = await _play("error-finish", tmp_path, [error])
+    _assert_same(log, store, session)
+
+
+async def test_cancel_matches_june(tmp_path: Path) -> None:
+    log = _fixture("cancel")
+    store = InMemorySessionStore()
+    agent = Agent(ScriptedModel([[Hang()]]), store, [BashTool()])
+    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
+    hanging = asyncio.Event()
+
+    def listener(event: Event) -> None:
+        if event.type == "assistant/chunk" and event.data["chunk"].get("text") == "partial":
+            hanging.set()
+
+    task = asyncio.create_task(agent.run_turn(session, _prompts(log)[0], listener=listener))
+    await hanging.wait()
+    task.cancel()
+    outcome = await task
+    assert not task.cancelled()
+    assert outcome.kind == "aborted"
+    assert asyncio.current_task() is not None
+    session.close()
+    _assert_same(log, store, session)
