@@ -55,11 +55,17 @@ class AgentProcess:
         cwd: the process's working directory (the scenario's temporary cwd).
         env: the complete environment of the process.
         timeout: seconds any single wait (a frame, the exit) may take.
+        start_timeout: seconds the first frame may take (interpreter start-up and imports are
+            slow on a loaded machine and are not what a per-wait timeout is about).
     """
 
-    def __init__(self, cwd: Path, env: Mapping[str, str], timeout: float) -> None:
+    def __init__(
+        self, cwd: Path, env: Mapping[str, str], timeout: float, start_timeout: float = 120.0
+    ) -> None:
         self.cwd = cwd
         self.timeout = timeout
+        self.start_timeout = start_timeout
+        self._started = False
         self.frames: list[Any] = []
         self.session_ids: list[str] = []
         self._next_id = 0
@@ -113,11 +119,12 @@ class AgentProcess:
         return text[-2000:] if text else "(empty)"
 
     def _read_frame(self, waiting_for: str) -> Any:
+        wait = self.timeout if self._started else max(self.timeout, self.start_timeout)
         try:
-            raw = self._queue.get(timeout=self.timeout)
+            raw = self._queue.get(timeout=wait)
         except queue.Empty:
             raise AgentError(
-                f"timed out after {self.timeout:g}s waiting for {waiting_for}; "
+                f"timed out after {wait:g}s waiting for {waiting_for}; "
                 f"stderr: {self._tail()}"
             ) from None
         if raw is _EOF:
@@ -130,6 +137,7 @@ class AgentProcess:
             frame: Any = json.loads(raw)
         except ValueError:
             raise AgentError(f"the agent wrote a non-JSON line to stdout: {raw[:200]!r}") from None
+        self._started = True
         self.frames.append(frame)
         obj = as_object(frame)
         if obj is not None and "method" in obj and obj.get("id") is not None:

@@ -46,6 +46,7 @@ __all__ = [
 
 Mode = Literal["replay", "refresh", "record", "record-scripted"]
 Composition = Literal["jsonl", "sqlite"]
+_EXIT_NOT_CONSUMED = 3
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
 
 
@@ -239,7 +240,7 @@ def _check_report(path: Path, result: ScenarioResult) -> None:
     try:
         report = check_report(path)
     except NotConsumedError as exc:
-        result.failures.append(f"replay not consumed: {exc}")
+        result.failures.append(f"assert_consumed: {exc}")
         with contextlib.suppress(ValueError, OSError):
             raw = as_object(json.loads(path.read_text(encoding="utf-8"))) or {}
             scripts: list[Any] = raw.get("scripts") or []
@@ -293,7 +294,10 @@ def _compare(
         result.failures.append(
             f"{scenario.stdout_file.name} is missing: record or refresh the scenario first"
         )
-    result.failures.extend(f"differs: {d}" for d in result.differences)
+    result.failures.extend(
+        f"{'stdout' if d.file.startswith('stdout') else 'log'} differs: {d}"
+        for d in result.differences
+    )
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -358,19 +362,24 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                 code = agent.finish()
             finally:
                 agent.kill()
-        if code != 0:
-            result.failures.append(
-                f"the agent exited with code {code}; stderr: "
-                f"{agent.stderr.strip()[-1500:] or '(empty)'}"
-            )
+        exit_failure = (
+            f"the agent exited with code {code}; stderr: "
+            f"{agent.stderr.strip()[-1500:] or '(empty)'}"
+        )
         texts = harvest(root, options.composition)
         result.sessions = len(texts)
         cwds, ids = log_cwds_and_ids((str(root), t) for t in texts)
         norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
         logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
         frames = normalize_frames(agent.frames, norm)
+        consumed = True
         if replaying:
+            before = len(result.failures)
             _check_report(tmp / "replay-report.json", result)
+            consumed = len(result.failures) == before
+        # Exit code 3 means "replay not consumed", which the report check has just said better.
+        if code != 0 and not (code == _EXIT_NOT_CONSUMED and not consumed):
+            result.failures.append(exit_failure)
         if options.mode == "replay":
             _compare(scenario, logs, frames, result)
         elif not result.failures:

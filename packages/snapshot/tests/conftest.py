@@ -1,0 +1,27 @@
+"""Shared fixtures for the dsh-snapshot tests: copies of committed scenarios in tmp_path."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SNAPSHOTS = ROOT / "snapshots" / "sdk"
+
+
+@pytest.fixture
+def scenario_copy(tmp_path: Path) -> Callable[[str], Path]:
+    """Copy ``snapshots/sdk/<name>`` into ``tmp_path/sdk/<name>``; skip if it is not committed."""
+
+    def copy(name: str) -> Path:
+        source = SNAPSHOTS / name
+        if not (source / "input.json").is_file():
+            pytest.skip(f"scenario {name} is not committed under {SNAPSHOTS}")
+        target = tmp_path / "sdk" / name
+        shutil.copytree(source, target)
+        return target
+
+    return copy

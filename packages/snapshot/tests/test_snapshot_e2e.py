@@ -1,0 +1,128 @@
+"""End to end: committed scenarios through the real dsh-acp-agent subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dsh_snapshot import RunOptions, load_scenario, run_scenario
+
+pytestmark = pytest.mark.e2e
+
+
+def _rewrite_line(path: Path, line: int, old: str, new: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert old in lines[line - 1]
+    lines[line - 1] = lines[line - 1].replace(old, new)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_committed_scenario_replays_green_on_both_backends(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    folder = scenario_copy("tool-call-turn")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    for composition in ("jsonl", "sqlite"):
+        result = run_scenario(load_scenario(folder), RunOptions(composition=composition))
+        assert result.ok, result.failures
+        assert (result.sessions, result.calls_replayed) == (1, 2)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # replay is read-only
+
+
+def test_broken_fixture_goes_red_naming_file_line_and_field(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    folder = scenario_copy("text-turn")
+    _rewrite_line(folder / "session.jsonl", 3, "Reply with exactly", "Reply with roughly")
+    stdout = folder / "stdout.expected.jsonl"
+    last = len(stdout.read_text(encoding="utf-8").splitlines())
+    _rewrite_line(stdout, last, '"end_turn"', '"cancelled"')
+    (folder / "workspace").mkdir()
+    (folder / "workspace" / "notes.txt").write_text("token: sk-abcdefghijklmnopqrstuvwx\n")
+    result = run_scenario(load_scenario(folder))
+    assert not result.ok
+    assert result.failures[0] == (
+        f"{folder / 'workspace' / 'notes.txt'}:1: looks like an sk- API key; never commit keys "
+        "in fixtures"
+    )
+    assert [str(d) for d in result.differences] == [
+        'session.jsonl line 3, field data.content[0].text: expected "Reply with roughly the '
+        'word: PONG. Do not use any tools.", actual "Reply with exactly the word: PONG. Do not '
+        'use any tools."',
+        f'stdout.expected.jsonl line {last}, field result.stopReason: expected "cancelled", '
+        'actual "end_turn"',
+    ]
+
+
+def test_refresh_rewrites_outputs_and_is_byte_stable(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    folder = scenario_copy("multi-turn")
+    stdout = folder / "stdout.expected.jsonl"
+    original = stdout.read_bytes()
+    log = (folder / "session.jsonl").read_bytes()
+    stdout.write_text('{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    result = run_scenario(load_scenario(folder), RunOptions(mode="refresh"))
+    assert result.ok, result.failures
+    assert result.written == ["stdout.expected.jsonl"]
+    assert stdout.read_bytes() == original
+    assert (folder / "session.jsonl").read_bytes() == log
+    assert not list(folder.glob(".*.tmp"))  # atomic writes leave no temp files behind
+
+
+def test_scripted_record_reproduces_the_committed_recording(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    folder = scenario_copy("text-turn")
+    committed = {n: (folder / n).read_bytes() for n in ("session.jsonl", "stdout.expected.jsonl")}
+    (folder / "stdout.expected.jsonl").unlink()
+    (folder / "session.jsonl").write_text('{"type":"session","version":0,"id":"x","createdAt":1}\n')
+    (folder / "session.1.jsonl").write_text("stale child\n")
+    meta = folder / "snapshot.yml"
+    meta.write_text(meta.read_text().replace("recording: scripted", "recording: live"))
+    result = run_scenario(load_scenario(folder), RunOptions(mode="record-scripted"))
+    assert result.ok, result.failures
+    assert {n: (folder / n).read_bytes() for n in committed} == committed
+    assert not (folder / "session.1.jsonl").exists()
+    assert "recording: scripted\n" in meta.read_text()
+    assert "-session.1.jsonl" in result.written
+
+
+def test_a_stuck_agent_is_a_clear_timeout_not_a_hang(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    folder = scenario_copy("cancel")
+    steps = json.loads((folder / "input.json").read_text())
+    steps["steps"][-1]["op"] = "prompt"  # the hang override never finishes a plain prompt
+    (folder / "input.json").write_text(json.dumps(steps))
+    result = run_scenario(load_scenario(folder), RunOptions(timeout=3))
+    assert not result.ok
+    assert result.failures[0].startswith(
+        "AgentError: timed out after 3s waiting for the response to session/prompt (id 3)"
+    )
+
+
+def test_cli_replay_prints_summary_and_fails_on_any_failure(
+    scenario_copy: Callable[[str], Path], tmp_path: Path
+) -> None:
+    good = scenario_copy("text-turn")
+    bad = scenario_copy("error-finish")
+    _rewrite_line(bad / "stdout.expected.jsonl", 3, "HTTP 401", "HTTP 403")
+    exe = Path(sys.executable).with_name("dsh-snapshot")
+    proc = subprocess.run(
+        [str(exe), "replay", str(good), str(bad), "--composition", "jsonl", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2 scenarios (2 runs), 2 sessions, 2 model calls replayed: 1 passed, 1 failed" in (
+        proc.stdout
+    )
+    assert "stdout.expected.jsonl line 3, field error.message" in proc.stdout
