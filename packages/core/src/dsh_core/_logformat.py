@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from dsh_core._errors import LogFormatError
 from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
@@ -31,8 +31,19 @@ __all__ = [
 
 PACKED_ROW_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
 _ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs"})
-_HEADER_KEYS = frozenset({"type", "version", "id", "createdAt", "cwd", "parentSession",
-                          "seedLength", "origin", "delegationDepth"})
+_HEADER_KEYS = frozenset(
+    {
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "seedLength",
+        "origin",
+        "delegationDepth",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -43,7 +54,7 @@ class SessionLog:
     events: list[Event]
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -52,14 +63,24 @@ def header_from_json(obj: Any, source: str = "<text>", line: int | None = 1) -> 
     if not isinstance(obj, dict):
         raise LogFormatError(source, line, None, "the header is not a JSON object")
     header: dict[str, Any] = obj  # pyright: ignore[reportUnknownVariableType]
-    if "version" in header and header["version"] != FORMAT_VERSION:
-        raise LogFormatError(source, line, "version",
-                             f"unsupported log version {header['version']!r}; "
-                             f"this reader knows version {FORMAT_VERSION}")
+    if "version" in header and (
+        not _is_int(header["version"]) or header["version"] != FORMAT_VERSION
+    ):
+        raise LogFormatError(
+            source,
+            line,
+            "version",
+            f"unsupported log version {header['version']!r}; "
+            f"this reader knows version {FORMAT_VERSION}",
+        )
     if header.get("type") != "session":
-        raise LogFormatError(source, line, "type",
-                             f"the first line must be a session header (type 'session'), "
-                             f"found type {header.get('type')!r}")
+        raise LogFormatError(
+            source,
+            line,
+            "type",
+            f"the first line must be a session header (type 'session'), "
+            f"found type {header.get('type')!r}",
+        )
     if "version" not in header:
         raise LogFormatError(source, line, "version", "the header has no version")
     session_id = header.get("id")
@@ -67,58 +88,72 @@ def header_from_json(obj: Any, source: str = "<text>", line: int | None = 1) -> 
         raise LogFormatError(source, line, "id", "the header id must be a non-empty string")
     created_at = header.get("createdAt")
     if not _is_int(created_at) or created_at < 0:
-        raise LogFormatError(source, line, "createdAt",
-                             f"createdAt must be a non-negative integer (epoch ms), "
-                             f"found {created_at!r}")
+        raise LogFormatError(
+            source,
+            line,
+            "createdAt",
+            f"createdAt must be a non-negative integer (epoch ms), found {created_at!r}",
+        )
     optional: dict[str, Any] = {}
     for key, attr in (("cwd", "cwd"), ("parentSession", "parent_session"), ("origin", "origin")):
         if key in header:
             if not isinstance(header[key], str):
-                raise LogFormatError(source, line, key, f"{key} must be a string, "
-                                     f"found {header[key]!r}")
+                raise LogFormatError(
+                    source, line, key, f"{key} must be a string, found {header[key]!r}"
+                )
             optional[attr] = header[key]
     for key, attr in (("seedLength", "seed_length"), ("delegationDepth", "delegation_depth")):
         if key in header:
             value = header[key]
             if not _is_int(value) or value < 0:
-                raise LogFormatError(source, line, key,
-                                     f"{key} must be a non-negative integer, found {value!r}")
+                raise LogFormatError(
+                    source, line, key, f"{key} must be a non-negative integer, found {value!r}"
+                )
             optional[attr] = value
     extra = {k: v for k, v in header.items() if k not in _HEADER_KEYS}
-    return SessionHeader(id=session_id, created_at=created_at, version=FORMAT_VERSION,
-                         extra=extra, **optional)
+    return SessionHeader(
+        id=session_id, created_at=created_at, version=FORMAT_VERSION, extra=extra, **optional
+    )
 
 
-def _expand_packed(row: dict[str, Any], data: dict[str, Any], seq: int, source: str,
-                   line: int | None) -> list[Event]:
+def _expand_packed(
+    row: dict[str, Any], data: dict[str, Any], seq: int, source: str, line: int | None
+) -> list[Event]:
     kind = row["type"]
     for key in ("turn", "step", "index"):
         if not _is_int(data.get(key)):
-            raise LogFormatError(source, line, f"data.{key}",
-                                 f"a {kind} row needs an integer {key}")
+            raise LogFormatError(
+                source, line, f"data.{key}", f"a {kind} row needs an integer {key}"
+            )
     members_key = "args" if kind == "tool-call-chunks" else "texts"
     members = data.get(members_key)
     if not isinstance(members, list) or not members:
-        raise LogFormatError(source, line, f"data.{members_key}",
-                             f"a {kind} row needs a non-empty list of strings")
+        raise LogFormatError(
+            source, line, f"data.{members_key}", f"a {kind} row needs a non-empty list of strings"
+        )
     if not all(isinstance(m, str) for m in members):  # pyright: ignore[reportUnknownVariableType]
-        raise LogFormatError(source, line, f"data.{members_key}",
-                             f"every member of {members_key} must be a string")
+        raise LogFormatError(
+            source, line, f"data.{members_key}", f"every member of {members_key} must be a string"
+        )
     dt = data.get("dt")
     if not isinstance(dt, list) or not all(_is_int(d) for d in dt):  # pyright: ignore
         raise LogFormatError(source, line, "data.dt", "dt must be a list of integers")
     texts: list[str] = members  # pyright: ignore[reportUnknownVariableType]
     deltas: list[int] = dt  # pyright: ignore[reportUnknownVariableType]
     if len(deltas) != len(texts) - 1:
-        raise LogFormatError(source, line, "data.dt",
-                             f"dt has {len(deltas)} entries; a row of {len(texts)} members "
-                             f"needs {len(texts) - 1}")
+        raise LogFormatError(
+            source,
+            line,
+            "data.dt",
+            f"dt has {len(deltas)} entries; a row of {len(texts)} members needs {len(texts) - 1}",
+        )
     seq0 = row.get("seq0", seq)
     if not _is_int(seq0):
         raise LogFormatError(source, line, "seq0", f"seq0 must be an integer, found {seq0!r}")
     if seq0 != seq:
-        raise LogFormatError(source, line, "seq0",
-                             f"seq gap: expected seq {seq}, the row starts at {seq0}")
+        raise LogFormatError(
+            source, line, "seq0", f"seq gap: expected seq {seq}, the row starts at {seq0}"
+        )
     time = row.get("time0", 0)
     if not _is_int(time):
         raise LogFormatError(source, line, "time0", f"time0 must be an integer, found {time!r}")
@@ -144,13 +179,15 @@ def _expand_packed(row: dict[str, Any], data: dict[str, Any], seq: int, source: 
             chunk["argumentsDelta"] = text
         else:
             chunk = {"type": delta_type, "index": index, "text": text}
-        out.append(Event("assistant/chunk", seq + k, time,
-                         {"turn": turn, "step": step, "chunk": chunk}))
+        out.append(
+            Event("assistant/chunk", seq + k, time, {"turn": turn, "step": step, "chunk": chunk})
+        )
     return out
 
 
-def event_from_json(obj: Any, expected_seq: int, source: str = "<text>",
-                    line: int | None = None) -> list[Event]:
+def event_from_json(
+    obj: Any, expected_seq: int, source: str = "<text>", line: int | None = None
+) -> list[Event]:
     """Validate one decoded event row; a packed row yields its members, others one event.
 
     Raises:
@@ -164,33 +201,40 @@ def event_from_json(obj: Any, expected_seq: int, source: str = "<text>",
         raise LogFormatError(source, line, "type", "an event needs a non-empty string type")
     if kind == "session":
         raise LogFormatError(source, line, "type", "a second session header inside the log")
-    data = row.get("data")
-    if not isinstance(data, dict):
+    raw_data = row.get("data")
+    if not isinstance(raw_data, dict):
         raise LogFormatError(source, line, "data", f"a {kind} event needs an object data")
+    data: dict[str, Any] = raw_data  # pyright: ignore[reportUnknownVariableType]
     if kind in PACKED_ROW_TYPES:
-        return _expand_packed(row, data, expected_seq, source, line)  # pyright: ignore
+        return _expand_packed(row, data, expected_seq, source, line)
     seq = row.get("seq", expected_seq)
     if not _is_int(seq):
         raise LogFormatError(source, line, "seq", f"seq must be an integer, found {seq!r}")
     if seq != expected_seq:
-        raise LogFormatError(source, line, "seq",
-                             f"seq gap: expected seq {expected_seq}, found {seq}")
+        raise LogFormatError(
+            source, line, "seq", f"seq gap: expected seq {expected_seq}, found {seq}"
+        )
     time = row.get("time", 0)
     if not _is_int(time):
         raise LogFormatError(source, line, "time", f"time must be an integer, found {time!r}")
     if kind == "assistant/chunk":
         chunk = data.get("chunk")
         if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):  # pyright: ignore
-            raise LogFormatError(source, line, "data.chunk",
-                                 "an assistant/chunk needs a chunk object with a string type")
+            raise LogFormatError(
+                source,
+                line,
+                "data.chunk",
+                "an assistant/chunk needs a chunk object with a string type",
+            )
         if not _is_int(data.get("turn")) or not _is_int(data.get("step")):
-            raise LogFormatError(source, line, "data.turn",
-                                 "an assistant/chunk needs integer turn and step")
+            raise LogFormatError(
+                source, line, "data.turn", "an assistant/chunk needs integer turn and step"
+            )
     seqs = row.get("sourceEventSeqs")
-    if seqs is not None and (not isinstance(seqs, list)
-                             or not all(_is_int(s) for s in seqs)):  # pyright: ignore
-        raise LogFormatError(source, line, "sourceEventSeqs",
-                             "sourceEventSeqs must be a list of integers")
+    if seqs is not None and (not isinstance(seqs, list) or not all(_is_int(s) for s in seqs)):  # pyright: ignore
+        raise LogFormatError(
+            source, line, "sourceEventSeqs", "sourceEventSeqs must be a list of integers"
+        )
     extra = {k: v for k, v in row.items() if k not in _ENVELOPE_KEYS} or None
     return [Event(kind, seq, time, data, row.get("surfaceOp"), seqs, extra)]  # pyright: ignore
 
@@ -204,8 +248,9 @@ def _decode(line_text: str, source: str, number: int) -> Any:
     try:
         return json.loads(line_text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise LogFormatError(source, number, None,
-                             f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise LogFormatError(
+            source, number, None, f"invalid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
     except ValueError as exc:
         raise LogFormatError(source, number, None, f"invalid JSON ({exc})") from None
 
@@ -273,16 +318,24 @@ def _read_log_fast(text: str, source: str) -> SessionLog:
         if row.__class__ is dict and len(row) == 4:
             kind, seq, time = row.get("type"), row.get("seq"), row.get("time")
             data = row.get("data")
-            if (seq == expected and seq.__class__ is int and time.__class__ is int
-                    and data.__class__ is dict and kind.__class__ is str
-                    and kind not in _FAST_SKIP):
+            if (
+                seq == expected
+                and seq.__class__ is int
+                and time.__class__ is int
+                and data.__class__ is dict
+                and kind.__class__ is str
+                and kind not in _FAST_SKIP
+            ):
                 if kind != "assistant/chunk":
                     append(Event(kind, seq, time, data))
                     continue
                 chunk = data.get("chunk")
-                if (chunk.__class__ is dict and chunk.get("type").__class__ is str
-                        and data.get("turn").__class__ is int
-                        and data.get("step").__class__ is int):
+                if (
+                    chunk.__class__ is dict
+                    and chunk.get("type").__class__ is str
+                    and data.get("turn").__class__ is int
+                    and data.get("step").__class__ is int
+                ):
                     append(Event(kind, seq, time, data))
                     continue
         events.extend(event_from_json(row, expected, source, number))
@@ -310,8 +363,7 @@ def read_log_bytes(data: bytes, source: str = "<bytes>") -> SessionLog:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise LogFormatError(source, line, None,
-                             f"invalid UTF-8 at byte {exc.start}") from None
+        raise LogFormatError(source, line, None, f"invalid UTF-8 at byte {exc.start}") from None
     return read_log(text.split("\n"), source)
 
 

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from dsh_core._errors import SeqError
 from dsh_core._events import Event, SessionHeader, step_end, tool_result, turn_end
@@ -42,7 +42,7 @@ def new_created_at() -> int:
     Replay orders children by ``(createdAt, id)``; two children created in one millisecond
     would otherwise be ordered by their random ids rather than by creation.
     """
-    global _last_created
+    global _last_created  # noqa: PLW0603  (one clock per process, on purpose)
     with _created_lock:
         _last_created = max(now_ms(), _last_created + 1)
         return _last_created
@@ -76,8 +76,23 @@ class CreateOptions:
 def prepare_header(options: CreateOptions) -> SessionHeader:
     """The header a store writes for ``options``."""
     meta = options.meta
-    if meta.seed_length is not None and meta.seed_length < 0:
-        raise ValueError(f"seedLength must be non-negative, got {meta.seed_length}")
+    # refuse here what the reader would refuse later: a store must never write a header it
+    # cannot read back
+    for name, value in (
+        ("createdAt", meta.created_at),
+        ("seedLength", meta.seed_length),
+        ("delegationDepth", meta.delegation_depth),
+    ):
+        if value is not None and (not _is_int(value) or value < 0):
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    for name, text in (
+        ("session id", options.session_id),
+        ("cwd", meta.cwd),
+        ("parentSession", meta.parent_session),
+        ("origin", meta.origin),
+    ):
+        if text is not None and not isinstance(text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"{name} must be a string, got {text!r}")
     return SessionHeader(
         id=options.session_id or str(uuid.uuid4()),
         created_at=meta.created_at if meta.created_at is not None else new_created_at(),
@@ -148,8 +163,9 @@ class Session:
     store as one batch.
     """
 
-    def __init__(self, header: SessionHeader, events: Sequence[Event],
-                 writer: SessionWriter) -> None:
+    def __init__(
+        self, header: SessionHeader, events: Sequence[Event], writer: SessionWriter
+    ) -> None:
         for index, event in enumerate(events):
             if event.seq != index:
                 raise SeqError(f"session {header.id}: event {index} has seq {event.seq}")
@@ -182,8 +198,7 @@ class Session:
     def add(self, event: Event) -> Event:
         """Append a prebuilt event; its ``seq`` must be the next one."""
         if event.seq != len(self._events):
-            raise SeqError(f"session {self.id}: expected seq {len(self._events)}, "
-                           f"got {event.seq}")
+            raise SeqError(f"session {self.id}: expected seq {len(self._events)}, got {event.seq}")
         self._events.append(event)
         self._pending.append(event)
         return event
@@ -191,8 +206,10 @@ class Session:
     def flush(self) -> None:
         """Write pending events as one durable batch."""
         if self._pending:
-            batch, self._pending = self._pending, []
-            self._writer.append(batch)
+            # pending only once stored: a refused batch stays pending, not silently dropped
+            # while later events are numbered after it
+            self._writer.append(list(self._pending))
+            self._pending = []
 
     def close(self) -> None:
         """Flush and release the writer. Idempotent."""
@@ -202,6 +219,10 @@ class Session:
             finally:
                 self._closed = True
                 self._writer.close()
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def completed_turn_prefix(events: Sequence[Event]) -> list[Event]:
@@ -218,32 +239,49 @@ def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Ev
     A ``tool/result`` with ``isError`` for each call without a result, ``step/end`` for an
     open step, then ``turn/end {kind:"interrupted"}``; numbered after the last event.
     """
-    open_turn: int | None = None
+    # Logs from other writers are read as found: a missing or non-integer turn/step number
+    # must not hide an open turn or crash the repair.
+    in_turn = False
+    open_turn = 0
     open_step: int | None = None
     pending_calls: dict[str, int] = {}
     for event in events:
         data = event.data
         if event.type == "turn/start":
-            open_turn, open_step, pending_calls = data.get("turn"), None, {}
+            in_turn, open_step, pending_calls = True, None, {}
+            turn = data.get("turn")
+            open_turn = turn if _is_int(turn) else open_turn + 1
         elif event.type == "turn/end":
-            open_turn, open_step, pending_calls = None, None, {}
+            in_turn, open_step, pending_calls = False, None, {}
+        elif not in_turn:
+            continue
         elif event.type == "step/start":
-            open_step = data.get("step")
+            step = data.get("step")
+            open_step = step if _is_int(step) else (open_step or 0) + 1
         elif event.type == "step/end":
             open_step = None
         elif event.type == "tool/call":
-            pending_calls[str(data.get("callId"))] = int(data.get("step", open_step or 0))
+            step = data.get("step")
+            pending_calls[str(data.get("callId"))] = step if _is_int(step) else (open_step or 0)
         elif event.type == "tool/result":
             pending_calls.pop(str(data.get("callId")), None)
-    if open_turn is None:
+    if not in_turn:
         return []
     at = now_ms() if time is None else time
     seq = len(events)
     closers: list[Event] = []
     for call_id, step in pending_calls.items():
-        closers.append(tool_result(seq, at, open_turn, step, call_id,
-                                   "interrupted: the session ended before this tool returned",
-                                   True))
+        closers.append(
+            tool_result(
+                seq,
+                at,
+                open_turn,
+                step,
+                call_id,
+                "interrupted: the session ended before this tool returned",
+                True,
+            )
+        )
         seq += 1
     if open_step is not None:
         closers.append(step_end(seq, at, open_turn, open_step))
