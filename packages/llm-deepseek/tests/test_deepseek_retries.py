@@ -11,7 +11,7 @@ import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
+from dsh_llm_deepseek.testing import Fault, Pause, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
@@ -297,3 +297,17 @@ async def test_openai_style_usage_and_unknown_finish(
         },
         {"type": "finish", "reason": {"kind": "error"}},
     ]
+
+
+async def test_read_timeout_after_the_first_chunk_is_not_retried(
+    server: ScriptedModelServer, make_settings: SettingsFactory
+) -> None:
+    stall = Pause()  # never released: the server goes quiet after the first delta
+    server.add_session([[*SCRIPT[:2], stall, *SCRIPT[2:]], SCRIPT])
+    received: list[Chunk] = []
+    async with DeepSeekClient(make_settings(server.base_url, read_timeout=0.5)) as client:
+        with pytest.raises(ModelError) as info:
+            await drain(client.stream(ModelRequest(session_id="t", messages=[])), received)
+    assert info.value.code == "TIMEOUT"
+    assert received == SCRIPT[:2]
+    assert len(server.requests) == 1

@@ -1,0 +1,30 @@
+"""The declared public API of dsh-llm-deepseek, pinned."""
+
+from __future__ import annotations
+
+import dsh_llm_deepseek
+import dsh_llm_deepseek.testing
+
+
+def test_public_names() -> None:
+    assert sorted(dsh_llm_deepseek.__all__) == [
+        "DeepSeekClient",
+        "DeepSeekSettings",
+        "SESSION_HEADER",
+    ]
+    assert sorted(dsh_llm_deepseek.testing.__all__) == [
+        "ChunkEncoder",
+        "Fault",
+        "Pause",
+        "RecordedRequest",
+        "Response",
+        "ScriptError",
+        "ScriptedModelServer",
+        "load_script_file",
+        "main",
+        "parse_script_document",
+        "validate_script",
+    ]
+    for module in (dsh_llm_deepseek, dsh_llm_deepseek.testing):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name
