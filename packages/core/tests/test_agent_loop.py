@@ -408,3 +408,26 @@ async def test_requests_carry_the_system_prompt_and_tool_specs(tmp_path: Path) -
     assert request.system == "be brief"
     assert request.tools == [_Boom().spec]
     assert request.messages == [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+
+
+@pytest.mark.parametrize("kind", ["error", "aborted"])
+async def test_a_finish_with_an_error_reason_ends_the_turn_as_an_error(kind: str) -> None:
+    agent, _, session, _ = _setup([_text("x", finish=kind)])
+    outcome = await agent.run_turn(session, "go")
+    assert outcome.kind == "error"
+    assert "assistant/message" in _types(session)
+    assert session.events[-1].data["reason"] == {
+        "kind": "error",
+        "step": 1,
+        "message": f"the model finished the step with reason {kind!r}",
+        "code": "MODEL_FINISH",
+    }
+
+
+async def test_nothing_after_finish_is_read_or_logged() -> None:
+    extra: Chunk = {"type": "text-delta", "index": 0, "text": "late"}
+    agent, _, session, _ = _setup([[*_text("x"), extra]])
+    outcome = await agent.run_turn(session, "go")
+    assert outcome.kind == "completed"
+    chunks = [e.data["chunk"] for e in session.events if e.type == "assistant/chunk"]
+    assert chunks == _text("x")

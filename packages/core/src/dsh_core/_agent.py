@@ -140,7 +140,9 @@ class Agent:
         Args:
             session: the session to continue (turn = last ``turn/start`` + 1, seed included).
             prompt: the user's message text.
-            listener: called with every event recorded, as it is recorded.
+            listener: called with every event recorded, as it is recorded. An exception it
+                raises propagates and leaves the turn open (a store closes it as
+                ``interrupted`` on the next resume).
 
         Returns:
             The turn's outcome.
