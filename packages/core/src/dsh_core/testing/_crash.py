@@ -83,22 +83,30 @@ class _Ack:
 
 
 class _Reader(threading.Thread):
-    """Collects the writer's complete stdout lines (a line cut by the kill is dropped)."""
+    """Collects the writer's complete stdout lines (a line cut by the kill is dropped).
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    ``ready`` is set once the writer has its session open and has acknowledged at least
+    ``min_acks`` batches (or filled its log, or exited).
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], min_acks: int) -> None:
         super().__init__(daemon=True)
         self.proc = proc
         self.lines: list[str] = []
         self.ready = threading.Event()
+        self._min_acks = min_acks
 
     def run(self) -> None:
         assert self.proc.stdout is not None
+        opened, acks = False, 0
         for raw in self.proc.stdout:
             if not raw.endswith(b"\n"):
                 break
             line = raw.decode("utf-8").strip()
             self.lines.append(line)
-            if line.startswith(("ready", "full")):
+            opened = opened or line.startswith("ready")
+            acks += line.startswith("ack")
+            if line == "full" or (opened and acks >= self._min_acks):
                 self.ready.set()
         self.ready.set()
 
@@ -120,6 +128,7 @@ def run_crash_trials(
     max_events: int = 20_000,
     early_kill_rate: float = 0.15,
     max_delay: float = 0.08,
+    min_acks: int = 0,
 ) -> CrashReport:
     """Kill a writer ``kills`` times and check the store after every kill.
 
@@ -133,6 +142,8 @@ def run_crash_trials(
         early_kill_rate: share of kills aimed at start-up (create, resume, repair) rather
             than at the append loop.
         max_delay: longest delay, in seconds, between a writer being ready and its kill.
+        min_acks: a writer is ready only once it acknowledged this many batches (or its
+            log is full); start-up kills ignore it.
 
     Returns:
         A :class:`CrashReport`.
@@ -173,7 +184,7 @@ def run_crash_trials(
                     stderr=stderr,
                     env=env,
                 )
-            reader = _Reader(proc)
+            reader = _Reader(proc, min_acks)
             reader.start()
             if rng.random() < early_kill_rate:
                 time.sleep(rng.uniform(0.0, 0.3))
