@@ -121,7 +121,8 @@ def test_acp_replay_client_exit_codes(
     with agent_run.start(**replay) as agent:
         agent.initialize()
         assert agent.finish() == 3
-    assert "never" in agent.stderr or "consum" in agent.stderr
+    [message] = [line for line in agent.stderr.splitlines() if line.startswith("dsh-acp-agent:")]
+    assert str(recording) in message  # the unconsumed script is named
     assert report.is_file()
     assert agent.stray_lines == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
@@ -192,3 +193,29 @@ def test_acp_unknown_session_is_an_error(agent_run: AgentRun) -> None:
             )
         assert "no-such-session" in failed_load.value.error["message"]
         agent_run.finish(agent)
+
+
+def test_acp_sigterm_aborts_the_turn_and_exits(
+    agent_run: AgentRun, model_server: ScriptedModelServer
+) -> None:
+    pause = Pause()
+    hang: list[Any] = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "working"},
+        pause,
+    ]
+    model_server.add_session([hang])
+    with agent_run.start() as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        prompt_id = agent.send(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "long"}]},
+        )
+        assert pause.wait_reached(60)
+        agent.process.send_signal(signal.SIGTERM)
+        assert agent.response(prompt_id)["result"] == {"stopReason": "cancelled"}
+        assert agent.process.wait(timeout=60) == 0
+        agent_run.finish(agent)
+    ends = [e.data for e in agent_run.log(session_id).events if e.type == "turn/end"]
+    assert ends == [{"turn": 1, "reason": {"kind": "aborted", "reason": "session/cancel"}}]

@@ -19,7 +19,7 @@ from dsh_acp_agent._settings import (
     describe_validation_error,
     load_settings,
 )
-from dsh_acp_agent._transport import FrameTransport, open_stdin, protect_stdout
+from dsh_acp_agent._transport import FrameTransport, StdinFeed, protect_stdout
 from dsh_core import Agent, AgentConfig, BashTool, DshError, ModelClient, SessionStore, SubagentTool
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
 from dsh_persistence_jsonl import JsonlSessionStore
@@ -97,13 +97,18 @@ def build_agent(settings: AgentSettings) -> Wiring:
 async def serve(wiring: Wiring, rpc_fd: int) -> int:
     """Serve ACP on stdin / ``rpc_fd`` until stdin closes; return the exit code."""
     loop = asyncio.get_running_loop()
-    transport = FrameTransport(open_stdin(loop), rpc_fd)
+    stdin = StdinFeed(loop)
+    transport = FrameTransport(stdin.reader, rpc_fd)
     server = AcpServer(wiring.agent)
     conn = connect(server, transport)
+
+    def stop() -> None:
+        # Running turns end as aborted and are answered; then the process ends as at EOF.
+        server.cancel_all()
+        stdin.end()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        # A signal ends running turns as aborted; the responses go out, then stdin's EOF
-        # (or the client's close) ends the loop as usual.
-        loop.add_signal_handler(signum, server.cancel_all)
+        loop.add_signal_handler(signum, stop)
     try:
         await conn.main_loop()
     finally:

@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-__all__ = ["FrameTransport", "dumps_frame", "open_stdin", "protect_stdout"]
+__all__ = ["FrameTransport", "StdinFeed", "dumps_frame", "protect_stdout"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
@@ -131,18 +131,34 @@ def protect_stdout() -> int:
     return rpc_fd
 
 
-def open_stdin(loop: asyncio.AbstractEventLoop) -> asyncio.StreamReader:
-    """A stream reader fed with stdin by a daemon thread (works for any kind of stdin)."""
-    reader = asyncio.StreamReader(limit=STDIO_LIMIT, loop=loop)
+class StdinFeed:
+    """Feeds stdin into an asyncio stream reader from a daemon thread (any kind of stdin).
 
-    def feed() -> None:
+    Attributes:
+        reader: the stream the frames are read from.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.reader = asyncio.StreamReader(limit=STDIO_LIMIT, loop=loop)
+        self._ended = False
+        threading.Thread(target=self._feed, name="dsh-acp-stdin", daemon=True).start()
+
+    def end(self) -> None:
+        """End the input now, as if stdin had closed (call on the loop's thread)."""
+        if not self._ended:
+            self._ended = True
+            self.reader.feed_eof()
+
+    def _data(self, data: bytes) -> None:
+        if not self._ended:
+            self.reader.feed_data(data)
+
+    def _feed(self) -> None:
         try:
             while data := os.read(0, 65536):
-                loop.call_soon_threadsafe(reader.feed_data, data)
+                self._loop.call_soon_threadsafe(self._data, data)
         except OSError as exc:
             _log.error("reading stdin failed: %s", exc)
         finally:
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-    threading.Thread(target=feed, name="dsh-acp-stdin", daemon=True).start()
-    return reader
+            self._loop.call_soon_threadsafe(self.end)
