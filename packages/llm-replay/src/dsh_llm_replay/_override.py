@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import ErrorDetails
 
 from dsh_core import Chunk
 from dsh_llm_replay._errors import OverrideError
@@ -122,13 +121,13 @@ def _location(prefix: str, loc: Sequence[int | str]) -> str:
     return path or "document"
 
 
-def _reason(error: ErrorDetails) -> str:
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] in {"missing", "extra_forbidden"}:
+def _reason(kind: str, message: str, found: object) -> str:
+    message = message.removeprefix("Value error, ")
+    if kind in {"missing", "extra_forbidden"}:
         return message.lower()
-    if error["type"] == "value_error":
+    if kind == "value_error":
         return message
-    return f"{message} (found {error['input']!r})"
+    return f"{message} (found {found!r})"
 
 
 def _as_chunks(docs: list[dict[str, Any]]) -> tuple[Chunk, ...]:
@@ -154,7 +153,11 @@ def _entry(doc: Any, path: str, prefix: str) -> ReplayEntry:
         parsed = model.model_validate(fields)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise OverrideError(path, _location(prefix, first["loc"]), _reason(first)) from None
+        raise OverrideError(
+            path,
+            _location(prefix, first["loc"]),
+            _reason(first["type"], first["msg"], first["input"]),
+        ) from None
     if isinstance(parsed, _ChunksDoc):
         return ChunksEntry(_as_chunks(parsed.chunks))
     if isinstance(parsed, _ThrowDoc):
