@@ -132,7 +132,7 @@ def _decode_column(text: Any, source: str, seq: int, column: str) -> Any:
         ) from None
 
 
-CHUNK_ROWS = 1000
+CHUNK_ROWS = 256
 
 
 def _bulk_data(rows: list[tuple[Any, ...]]) -> list[Any] | None:
