@@ -129,7 +129,12 @@ def test_acp_replay_client_exit_codes(
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("DSH_PERSISTENCE", "xml"), ("DSH_MAX_STEPS", "0"), ("DSH_MODEL_CLIENT", "gpt")],
+    [
+        ("DSH_PERSISTENCE", "xml"),
+        ("DSH_MAX_STEPS", "0"),
+        ("DSH_MODEL_CLIENT", "gpt"),
+        ("DEEPSEEK_MAX_RETRIES", "many"),
+    ],
 )
 def test_acp_invalid_setting_exits_2(agent_run: AgentRun, variable: str, value: str) -> None:
     done = subprocess.run(

@@ -157,7 +157,9 @@ def test_acp_retries_429_and_500(agent_run: AgentRun, model_server: ScriptedMode
 def test_acp_drop_mid_stream_is_an_error_turn(
     agent_run: AgentRun, model_server: ScriptedModelServer
 ) -> None:
-    model_server.add_session([Fault.drop_after(2), text_reply("RECOVERED")])
+    truncated = text_reply("TRUNCATED")
+    truncated[-1] = {"type": "finish", "reason": {"kind": "max-tokens"}}
+    model_server.add_session([Fault.drop_after(2), text_reply("RECOVERED"), truncated])
     with agent_run.start() as agent:
         agent.initialize()
         session_id = agent.new_session(agent_run.workspace)
@@ -168,16 +170,18 @@ def test_acp_drop_mid_stream_is_an_error_turn(
         assert set(failed.value.error) == {"code", "message"}
         # The session is still usable after the failed turn.
         assert agent.prompt(session_id, "again") == {"stopReason": "end_turn"}
+        # A reply cut by the output token limit ends the turn with max_tokens.
+        assert agent.prompt(session_id, "long answer") == {"stopReason": "max_tokens"}
         agent_run.finish(agent)
     texts = [u["content"]["text"] for u in agent.updates(session_id)]
-    assert texts == ["part0 ", "part1 ", "RECOVERED"]
+    assert texts == ["part0 ", "part1 ", "RECOVERED", "TRUNCATED"]
     log = agent_run.log(session_id)  # loadable: a strict read of the whole file
     ends = [e.data for e in log.events if e.type == "turn/end"]
     assert ends[0]["reason"]["kind"] == "error"
     assert failed.value.error["message"] == (
         f"Internal error: turn failed: {ends[0]['reason']['message']}"
     )
-    assert ends[1]["reason"]["kind"] == "completed"
+    assert [end["reason"]["kind"] for end in ends[1:]] == ["completed", "max-tokens"]
 
 
 def test_acp_unknown_session_is_an_error(agent_run: AgentRun) -> None:
