@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dsh_core import SessionHeader, SessionStore, dumps_event, read_log_text, render_log
-from dsh_core.testing import CrashReport, crash_kills, event_time, synthetic_turn
-from dsh_core.testing._crash_writer import crash_seed, load_store_class
+from dsh_core.testing import (
+    CrashReport,
+    crash_kills,
+    event_time,
+    run_crash_trials,
+    synthetic_turn,
+)
+from dsh_core.testing._crash_common import crash_seed, load_store_class
 
 
 def test_crash_kills_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,3 +72,16 @@ def test_report_summary_names_every_count() -> None:
         "3 kills over 1 sessions (1 before ready), 4 acknowledged "
         "batches, 50 events verified, 2 views past the last ack"
     )
+
+
+def test_a_writer_that_dies_on_its_own_is_reported_with_its_stderr(tmp_path: Path) -> None:
+    # InMemorySessionStore takes no location: the writer fails with a TypeError traceback
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 1 before the kill.*TypeError"):
+        run_crash_trials(
+            "dsh_core.testing:InMemorySessionStore",
+            tmp_path / "x",
+            kills=1,
+            seed=0,
+            early_kill_rate=0.0,
+        )
+    assert list(tmp_path.iterdir()) == []  # the stderr capture is cleaned up

@@ -25,7 +25,7 @@ from dsh_core._errors import SessionNotFoundError
 from dsh_core._events import Event
 from dsh_core._logformat import dumps_event
 from dsh_core._session import SessionStore
-from dsh_core.testing._crash_writer import CRASH_CREATED_AT, crash_seed, load_store_class
+from dsh_core.testing._crash_common import CRASH_CREATED_AT, crash_seed, load_store_class
 from dsh_core.testing._eventgen import synthetic_turn
 
 __all__ = ["CrashReport", "crash_kills", "run_crash_trials"]
@@ -186,29 +186,24 @@ def run_crash_trials(
                 )
             reader = _Reader(proc, min_acks)
             reader.start()
-            if rng.random() < early_kill_rate:
-                time.sleep(rng.uniform(0.0, 0.3))
-            else:
-                if not reader.ready.wait(_READY_TIMEOUT):
-                    proc.kill()
-                    proc.wait()
-                    raise RuntimeError(
-                        f"crash writer for {session_id} not ready after "
-                        f"{_READY_TIMEOUT}s: {stderr_path.read_text()}"
-                    )
-                time.sleep(rng.uniform(0.0, max_delay))
-            if proc.poll() is not None:
-                reader.join()
+            try:
+                _kill_at_random(proc, reader, rng, early_kill_rate, max_delay)
+            except RuntimeError as exc:
                 raise RuntimeError(
-                    f"crash writer for {session_id} exited with "
-                    f"{proc.returncode} before the kill: "
-                    f"{stderr_path.read_text(errors='replace')}"
+                    f"{exc} ({session_id}): {stderr_path.read_text(errors='replace')}"
+                ) from None
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                reader.join()
+                assert proc.stdout is not None
+                proc.stdout.close()
+            if proc.returncode != -signal.SIGKILL:  # it died on its own before the kill
+                raise RuntimeError(
+                    f"crash writer for {session_id} exited with {proc.returncode} before "
+                    f"the kill: {stderr_path.read_text(errors='replace')}"
                 )
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-            reader.join()
-            assert proc.stdout is not None
-            proc.stdout.close()
             report.kills += 1
             if not any(line.startswith("ready") for line in reader.lines):
                 report.killed_before_ready += 1
@@ -225,6 +220,24 @@ def run_crash_trials(
     finally:
         stderr_path.unlink(missing_ok=True)
     return report
+
+
+def _kill_at_random(
+    proc: subprocess.Popen[bytes],
+    reader: _Reader,
+    rng: random.Random,
+    early_kill_rate: float,
+    max_delay: float,
+) -> None:
+    """SIGKILL ``proc`` at a random moment: during start-up, or after it is ready."""
+    if rng.random() < early_kill_rate:
+        time.sleep(rng.uniform(0.0, 0.3))
+    else:
+        if not reader.ready.wait(_READY_TIMEOUT):
+            raise RuntimeError(f"crash writer not ready after {_READY_TIMEOUT}s")
+        time.sleep(rng.uniform(0.0, max_delay))
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
 
 
 def _verify(

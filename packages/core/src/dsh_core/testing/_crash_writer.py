@@ -9,38 +9,22 @@ whole synthetic turns forever, printing one line on stdout after each append ret
 - ``ack <first_seq> <turn> <count>`` after each batch;
 - ``full`` when the log reached ``max_events`` (it then waits to be killed).
 
-The parent kills it with SIGKILL and checks that every acknowledged batch survived.
+The parent kills it with SIGKILL and checks that every acknowledged batch survived. The
+package never imports this module, so ``python -m`` runs it without a double import.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from dsh_core._errors import SessionNotFoundError
-from dsh_core._events import Event
 from dsh_core._session import CreateOptions, SessionMeta, SessionStore
+from dsh_core.testing._crash_common import CRASH_CREATED_AT, crash_seed, load_store_class
 from dsh_core.testing._eventgen import synthetic_turn
 
-__all__ = ["CRASH_CREATED_AT", "crash_seed", "load_store_class", "main"]
-
-CRASH_CREATED_AT = 1_780_000_000_123
-
-
-def crash_seed() -> list[Event]:
-    """The seed every crash session is created with (turn 0, numbered from 0)."""
-    return synthetic_turn(0, 0)
-
-
-def load_store_class(spec: str) -> Any:
-    """Import ``"module:Class"``."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"store spec must be 'module:Class', got {spec!r}")
-    return getattr(importlib.import_module(module_name), attr)
+__all__ = ["main"]
 
 
 def _say(line: str) -> None:
