@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from dsh_core import (
     LogFormatError,
     SeqError,
     SessionBusyError,
+    SessionExistsError,
     SessionMeta,
     StoreCorruptError,
     dumps_event,
@@ -318,3 +321,45 @@ def test_stale_temp_files_are_ignored_and_cleaned_by_the_next_create(root: Path)
     store.create(CreateOptions(session_id="s")).close()
     assert not stale.exists()
     assert [h.id for h in store.list_sessions()] == ["s"]
+
+
+def test_a_writer_in_another_process_excludes_this_one_until_it_dies(root: Path) -> None:
+    # the crash harness's writer creates the session, fills it to 40 events, then holds it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dsh_core.testing._crash_writer",
+            "dsh_persistence_jsonl:JsonlSessionStore",
+            str(root),
+            "held",
+            "40",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
+    assert proc.stdout is not None
+    try:
+        lines: list[str] = []
+        while not lines or lines[-1] != "full":
+            line = proc.stdout.readline()
+            assert line, f"the writer exited early after {lines}"
+            lines.append(line.decode().strip())
+        store = JsonlSessionStore(root)
+        before = _sha(root / "held.jsonl")
+        with pytest.raises(SessionBusyError, match="held"):
+            store.resume("held")
+        with pytest.raises(SessionExistsError, match="held"):
+            store.create(CreateOptions(session_id="held"))
+        held = store.load("held")  # reading is never blocked
+        assert held.events[-1].type == "turn/end"
+        assert _sha(root / "held.jsonl") == before
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    resumed = store.resume("held")  # the kernel dropped the dead writer's lock
+    resumed.close()
+    assert [dumps_event(e) for e in resumed.events] == [dumps_event(e) for e in held.events]

@@ -102,6 +102,14 @@ class StoreConformance:
             store.close()
 
     @pytest.fixture
+    def tear_tail(self) -> Callable[[str, bytes], None] | None:
+        """Override to damage a session's stored tail as a crash in the middle of an append
+        would: ``tear(session_id, partial_line)`` leaves ``partial_line`` (no newline) after
+        the last stored event. ``None`` (the default) means the backend cannot be torn
+        (each append is one transaction), and the torn-tail tests are skipped."""
+        return None
+
+    @pytest.fixture
     def store(self, open_store: StoreFactory) -> SessionStore:
         """One store instance."""
         return open_store()
@@ -478,3 +486,39 @@ class StoreConformance:
         resumed = open_store().resume("done")
         resumed.close()
         assert _lines(resumed.events) == _lines(written)
+
+    # --- torn tails ----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("ends_open", [False, True], ids=["after-turn-end", "mid-turn"])
+    def test_torn_tail_is_cut_on_load_and_repaired_on_resume(
+        self,
+        open_store: StoreFactory,
+        tear_tail: Callable[[str, bytes], None] | None,
+        ends_open: bool,
+    ) -> None:
+        if tear_tail is None:
+            pytest.skip("this backend commits each append as a transaction: no torn tails")
+        session = open_store().create(CreateOptions(session_id="torn"))
+        stored = self._open_turn(session) if ends_open else _append_turns(session, 2)
+        session.close()
+        n = len(stored)
+        partial = dumps_event(synthetic_turn(n, 7)[0])
+        tear_tail("torn", partial[: len(partial) // 2].encode("utf-8"))
+
+        view = open_store().load("torn")
+        if ends_open:
+            self._assert_closed_view(view, stored)
+        else:
+            assert _lines(view.events) == _lines(stored)
+        again = open_store().load("torn").events  # closers may carry the time of the load
+        assert [(e.type, e.seq, e.data) for e in again] == [
+            (e.type, e.seq, e.data) for e in view.events
+        ]
+
+        resumed = open_store().resume("torn")
+        assert [e.type for e in resumed.events[n:]] == [e.type for e in view.events[n:]]
+        more = _append_turns(resumed, 1, first_turn=8)
+        resumed.close()
+        loaded = open_store().load("torn")
+        assert _lines(loaded.events) == _lines(resumed.events)
+        assert _lines(loaded.events[len(loaded.events) - len(more) :]) == _lines(more)
