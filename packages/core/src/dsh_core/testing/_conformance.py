@@ -10,6 +10,9 @@ against one location)::
         def store_factory(self, tmp_path: Path) -> Callable[[], SessionStore]:
             return lambda: JsonlSessionStore(tmp_path / "sessions")
 
+A backend whose stored tail can be torn by a crash mid-append (a file) also overrides
+``tear_tail`` to get the torn-tail tests; for others they are skipped.
+
 This module imports pytest; ``dsh_core.testing`` imports it lazily so non-test code can
 use the package without pytest installed.
 """
