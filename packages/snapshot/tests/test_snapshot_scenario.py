@@ -116,3 +116,10 @@ def test_upstream_folder_is_read_as_it_is() -> None:
     fork = load_scenario(CORPUS / "june" / "subagent-fork")
     assert [p.name for p in fork.fork_children] == ["session.1.jsonl"]
     assert load_scenario(CORPUS / "june" / "cancel").authored
+
+
+def test_snapshot_yml_can_pin_one_backend(tmp_path: Path) -> None:
+    pinned = _scenario(tmp_path / "sdk" / "p", meta=META.replace("default", "sqlite"))
+    free = _scenario(tmp_path / "sdk" / "f")
+    assert load_scenario(pinned).compositions(["jsonl", "sqlite"]) == ["sqlite"]
+    assert load_scenario(free).compositions(["jsonl", "sqlite"]) == ["jsonl", "sqlite"]

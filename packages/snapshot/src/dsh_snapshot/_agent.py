@@ -124,8 +124,7 @@ class AgentProcess:
             raw = self._queue.get(timeout=wait)
         except queue.Empty:
             raise AgentError(
-                f"timed out after {wait:g}s waiting for {waiting_for}; "
-                f"stderr: {self._tail()}"
+                f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self._tail()}"
             ) from None
         if raw is _EOF:
             code = self._proc.poll()

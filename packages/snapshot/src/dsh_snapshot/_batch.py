@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import cast
 
 from rich.console import Console
 from rich.table import Table
@@ -33,7 +34,11 @@ def run_many(
 
     Threads suffice: each run's work happens in its own agent subprocess.
     """
-    pairs = [(s, replace(options, composition=c)) for s in scenarios for c in compositions]
+    pairs = [
+        (s, replace(options, composition=cast(Composition, c)))
+        for s in scenarios
+        for c in s.compositions(compositions)
+    ]
     if jobs <= 1 or len(pairs) <= 1:
         return [run_scenario(s, o) for s, o in pairs]
     with ThreadPoolExecutor(max_workers=jobs) as pool:

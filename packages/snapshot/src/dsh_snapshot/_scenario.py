@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -113,6 +113,12 @@ class Scenario:
     steps: tuple[Step, ...]
     stdout_file: Path
     session_files: tuple[Path, ...]
+
+    def compositions(self, requested: Sequence[str]) -> list[str]:
+        """The persistence backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
+        if self.meta is None or self.meta.composition == "default":
+            return list(requested)
+        return [self.meta.composition]
 
     @property
     def override_file(self) -> Path | None:

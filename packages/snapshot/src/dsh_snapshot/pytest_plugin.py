@@ -107,7 +107,7 @@ class ScenarioFolder(pytest.Directory):
         ]
         if mode != "replay":
             compositions = ["jsonl"]  # outputs are written once, from the JSONL run
-        for composition in compositions:
+        for composition in scenario.compositions(compositions):
             if composition not in ("jsonl", "sqlite"):
                 raise pytest.UsageError(f"--dsh-composition: unknown backend {composition!r}")
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
