@@ -152,3 +152,34 @@ def test_acp_invalid_setting_exits_2(agent_run: AgentRun, variable: str, value: 
     assert len(lines) == 1
     assert variable in lines[0]
     assert value in lines[0]
+
+
+def test_acp_stdio_may_be_regular_files(agent_run: AgentRun) -> None:
+    requests = agent_run.workspace / "requests.jsonl"
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 1},
+    }
+    unknown: dict[str, object] = {"jsonrpc": "2.0", "id": 2, "method": "session/fly", "params": {}}
+    requests.write_text(f"{json.dumps(initialize)}\nnot json\n{json.dumps(unknown)}\n")
+    output = agent_run.workspace / "frames.jsonl"
+    with requests.open("rb") as stdin, output.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "dsh_acp_agent"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=agent_run.env,
+            cwd=agent_run.workspace,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    frames = [json.loads(line) for line in output.read_text().splitlines()]
+    by_id = {json.dumps(frame["id"]): frame for frame in frames}
+    assert len(frames) == 3
+    assert by_id["null"]["error"] == {"code": -32700, "message": "Parse error"}
+    assert by_id["1"]["result"]["agentInfo"]["name"] == "dsh-acp-agent"
+    assert by_id["2"]["error"]["code"] == -32601

@@ -97,6 +97,9 @@ def test_acp_cancel_mid_stream(agent_run: AgentRun, model_server: ScriptedModelS
             {"sessionId": session_id, "prompt": [{"type": "text", "text": "long task"}]},
         )
         assert pause.wait_reached(60)
+        with pytest.raises(ResponseError) as busy:
+            agent.prompt(session_id, "a second prompt while the first runs")
+        assert "already running a prompt" in busy.value.error["message"]
         agent.notify("session/cancel", {"sessionId": session_id})
         assert agent.response(prompt_id)["result"] == {"stopReason": "cancelled"}
         # The session goes on: the next turn is numbered after the aborted one.
