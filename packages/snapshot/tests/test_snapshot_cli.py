@@ -1,0 +1,70 @@
+"""CLI paths that need no agent run: list, usage errors, and a proof with nothing to prove."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_snapshot.cli import main
+
+
+def _scenario(folder: Path, children: tuple[int, ...] = ()) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
+    (folder / "snapshot.yml").write_text(
+        "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
+    )
+    header = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0}
+    (folder / "session.jsonl").write_text(json.dumps(header) + "\n")
+    for n, seed in enumerate(children, 1):
+        child = {**header, "parentSession": "{{sessionId}}"} | (
+            {"seedLength": seed} if seed else {}
+        )
+        (folder / f"session.{n}.jsonl").write_text(json.dumps(child) + "\n")
+    return folder
+
+
+def test_list_shows_recording_sessions_and_fork(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _scenario(tmp_path / "sdk" / "spawn", children=(0,))
+    _scenario(tmp_path / "sdk" / "fork", children=(0, 23))
+    assert main(["list", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "sdk/" in line]
+    assert "sdk/fork" in rows[0]
+    assert "yes" in rows[0]
+    assert "sdk/spawn" in rows[1]
+    assert "yes" not in rows[1]
+    assert out.rstrip().endswith("2 scenarios")
+
+
+def test_malformed_scenario_is_exit_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _scenario(tmp_path / "sdk" / "bad")
+    (folder / "snapshot.yml").write_text("version: 1\nprofile: sdk\nrecording: maybe\n")
+    assert main(["replay", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "snapshot.yml" in out
+    assert "'recording'" in out
+
+
+def test_unknown_composition_is_exit_2(tmp_path: Path) -> None:
+    _scenario(tmp_path / "sdk" / "x")
+    assert main(["replay", str(tmp_path), "--composition", "postgres"]) == 2
+
+
+def test_no_scenarios_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path)]) == 1
+    assert "no scenario folders" in capsys.readouterr().out
+
+
+def test_proof_without_fork_scenarios_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _scenario(tmp_path / "sdk" / "spawn", children=(0,))
+    assert main(["proof", str(tmp_path)]) == 1
+    assert "no fork scenario" in capsys.readouterr().out
