@@ -97,8 +97,8 @@ def snapshot(session: nox.Session) -> None:
     sync(session, "test")
     if "--splits" in session.posargs:
         # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
-        session.run("pytest", "--dsh-snapshots", "snapshots", "-n", "auto", "-p",
-                    "no:cacheprovider", *session.posargs)
+        gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        session.run("pytest", *gate, *session.posargs)
     else:
         session.run("dsh-snapshot", "replay", "snapshots", "--jobs", "auto", *session.posargs)
 
