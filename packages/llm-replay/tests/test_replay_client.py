@@ -166,6 +166,13 @@ async def test_replay_assert_consumed_names_unbound_scripts_and_short_sessions()
     assert client.report()["problems"] == list(info.value.problems)
 
 
+async def test_replay_a_recording_without_calls_needs_no_binding() -> None:
+    # june/handshake: a session created and never prompted records no model call.
+    client = ReplayModelClient([script("session.jsonl")])
+    client.assert_consumed()
+    assert client.report()["problems"] == []
+
+
 async def test_replay_throw_yields_its_chunks_then_raises() -> None:
     chunk: Chunk = {"type": "text-delta", "index": 0, "text": "half"}
     client = ReplayModelClient(

@@ -258,7 +258,9 @@ class ReplayModelClient:
         problems = [str(error) for error in self._errors]
         bound = {id(b.script): live for live, b in self._bindings.items() if b.script is not None}
         for script in self.scripts:
-            if id(script) not in bound:
+            # A recorded session that made no model call (a bare handshake) leaves nothing to
+            # consume, so it never needs a live session to bind to it.
+            if id(script) not in bound and script.entries:
                 problems.append(
                     f"script {script.source} (recorded session {script.header.id}, "
                     f"{len(script.entries)} calls) was never bound to a live session"
