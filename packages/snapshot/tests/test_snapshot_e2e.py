@@ -73,6 +73,11 @@ def test_refresh_rewrites_outputs_and_is_byte_stable(
     assert stdout.read_bytes() == original
     assert (folder / "session.jsonl").read_bytes() == log
     assert not list(folder.glob(".*.tmp"))  # atomic writes leave no temp files behind
+    (folder / "notes.txt").write_text("Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n")
+    flagged = run_scenario(load_scenario(folder), RunOptions(mode="refresh"))
+    assert flagged.failures == [
+        f"{folder / 'notes.txt'}:1: looks like a bearer token; never commit keys in fixtures"
+    ]
 
 
 def test_scripted_record_reproduces_the_committed_recording(
