@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from dsh_core._errors import LogFormatError
 from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
@@ -25,6 +25,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_stream",
     "read_log_text",
     "render_log",
 ]
@@ -365,6 +366,100 @@ def read_log_bytes(data: bytes, source: str = "<bytes>") -> SessionLog:
         line = data.count(b"\n", 0, exc.start) + 1
         raise LogFormatError(source, line, None, f"invalid UTF-8 at byte {exc.start}") from None
     return read_log(text.split("\n"), source)
+
+
+# Strings up to this length are shared between events when read by ``read_log_stream``: event
+# types, chunk types, names, ids and short deltas repeat across a log; longer texts rarely do.
+_SHARED_VALUE_CHARS = 16
+
+
+def _sharing_decoder() -> tuple[Callable[[str, int], tuple[Any, int]], Callable[[str], Any]]:
+    """A scanner and a ``loads`` whose objects share equal keys and short string values.
+
+    ``json`` memoizes keys only within one call, so per-line parsing gives every event its own
+    copies of ``"type"``, ``"turn"``, ``"chunk"``... The hook builds each object from its pairs
+    exactly as the plain decoder does (insertion order of the first occurrence, last value
+    wins) but through a per-read cache, so a log holds one copy of each.
+    """
+    memo: dict[str, str] = {}
+    share = memo.setdefault
+    limit = _SHARED_VALUE_CHARS
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        return {
+            share(k, k): (share(v, v) if v.__class__ is str and len(v) <= limit else v)
+            for k, v in pairs
+        }
+
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=hook)
+    scan = cast("Callable[[str, int], tuple[Any, int]]", decoder.scan_once)  # pyright: ignore
+
+    def loads(text: str) -> Any:
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=hook)
+
+    return scan, loads
+
+
+def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionLog:
+    """Parse a log from its raw lines, one at a time, sharing repeated strings between events.
+
+    ``lines`` are the physical lines as bytes with their newlines, as a binary file object
+    yields them (byte offsets in UTF-8 errors count them), so the whole log is never held as
+    text. The result equals that of
+    :func:`read_log_bytes` on the joined bytes; equal dict keys and short string values are
+    the same objects, which keeps a long log's memory near its size on disk.
+
+    Raises:
+        LogFormatError: naming the source, line and field of the first problem in line order
+            (invalid UTF-8 included, named by its line and byte offset). When a log has several
+            problems, :func:`read_log_bytes` may name another one: it checks the UTF-8 of the
+            whole log before any JSON.
+    """
+    scan, loads = _sharing_decoder()
+
+    def parse(raw: bytes, number: int, offset: int) -> Any | None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LogFormatError(
+                source, number, None, f"invalid UTF-8 at byte {offset + exc.start}"
+            ) from None
+        # The common line is one JSON value then its newline: the scanner alone decodes it to
+        # what json.loads would. Anything else takes read_log's own per-line steps.
+        try:
+            obj, end = scan(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            size = len(text)
+            if end == size or (end == size - 1 and text[end] == "\n"):
+                return obj
+        if not text.strip():
+            return None
+        try:
+            return loads(text)
+        except json.JSONDecodeError as exc:
+            raise LogFormatError(
+                source, number, None, f"invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        except ValueError as exc:
+            raise LogFormatError(source, number, None, f"invalid JSON ({exc})") from None
+
+    header: SessionHeader | None = None
+    events: list[Event] = []
+    offset = 0
+    for number, raw in enumerate(lines, 1):
+        obj = parse(raw, number, offset)
+        offset += len(raw)
+        if obj is None:
+            continue
+        if header is None:
+            header = header_from_json(obj, source, number)
+        else:
+            events.extend(event_from_json(obj, len(events), source, number))
+    if header is None:
+        raise LogFormatError(source, 1, None, "the log is empty: no session header")
+    return SessionLog(header, events)
 
 
 def dumps_header(header: SessionHeader) -> str:

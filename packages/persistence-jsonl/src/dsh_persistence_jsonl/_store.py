@@ -24,9 +24,10 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from dsh_core import (
     CreateOptions,
@@ -47,6 +48,7 @@ from dsh_core import (
     read_log_bytes,
     read_log_text,
 )
+from dsh_core._logformat import read_log_stream
 
 __all__ = ["JsonlSessionStore"]
 
@@ -102,6 +104,49 @@ def _torn_tail_start(data: bytes) -> int:
     except ValueError:  # covers UnicodeDecodeError and JSONDecodeError
         return start
     return end
+
+
+def _torn_tail_start_file(f: BinaryIO, size: int) -> int:
+    """:func:`_torn_tail_start` of the file's first ``size`` bytes, reading only its last line.
+
+    Raises:
+        _ShortRead: the file is shorter than ``size``.
+    """
+    # The rule only looks at the last newline before the final byte and what follows it.
+    # Applied to that segment (starting with the newline, so it is never a one-line log) it
+    # gives the same cut, shifted by the segment's start.
+    block = 1 << 16
+    parts: list[bytes] = []
+    stop = size
+    while stop > 0:
+        start = max(0, stop - block)
+        f.seek(start)
+        part = f.read(stop - start)
+        if len(part) != stop - start:
+            raise _ShortRead
+        parts.append(part)
+        found = part.rfind(b"\n", 0, len(part) - 1 if stop == size else len(part))
+        if found >= 0:
+            parts.reverse()
+            segment = b"".join(parts)[found:]
+            return start + found + _torn_tail_start(segment)
+        stop = start
+    return size  # no newline before the final byte: a one-line log is never a torn tail
+
+
+class _ShortRead(Exception):
+    """The file shrank while it was read (a writer rolled back a failed batch)."""
+
+
+def _lines_upto(f: BinaryIO, end: int) -> Iterator[bytes]:
+    """The file's lines from its current position up to byte ``end`` (a line boundary)."""
+    remaining = end
+    while remaining > 0:
+        raw = f.readline(remaining)
+        if not raw:
+            raise _ShortRead
+        remaining -= len(raw)
+        yield raw
 
 
 def _parse(data: bytes, source: str) -> SessionLog:
@@ -338,7 +383,7 @@ class JsonlSessionStore:
             LogFormatError: the log is damaged before its tail.
         """
         scan = self._scan(self._existing(session_id), session_id)
-        events = list(scan.log.events)
+        events = scan.log.events  # a fresh list, nobody else's: extend it in place
         events.extend(close_open_turn(events))
         return SessionLog(scan.log.header, events)
 
@@ -370,13 +415,25 @@ class JsonlSessionStore:
 
     def _scan(self, path: Path, session_id: str) -> _Scan:
         try:
-            data = path.read_bytes()
+            f = path.open("rb")
         except FileNotFoundError:
             raise SessionNotFoundError(f"no session {session_id} in {self.root}") from None
-        cut = _torn_tail_start(data)
-        log = _parse(data[:cut], str(path))
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                # Stream the lines: the log is never held whole, as bytes or as text.
+                cut = _torn_tail_start_file(f, size)
+                f.seek(0)
+                log = read_log_stream(_lines_upto(f, cut), str(path))
+            except (LogFormatError, _ShortRead):
+                # Damage (or a file that shrank while read) takes the whole-file reader, so
+                # the error named is the one it names (it checks all UTF-8 before any JSON).
+                f.seek(0)
+                data = f.read()
+                cut, size = _torn_tail_start(data), len(data)
+                log = _parse(data[:cut], str(path))
         self._check_id(log.header, session_id, path)
-        return _Scan(log, cut, len(data) - cut)
+        return _Scan(log, cut, size - cut)
 
     def _read_header(self, path: Path, session_id: str) -> SessionHeader:
         blank = 0
