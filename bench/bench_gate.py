@@ -80,8 +80,9 @@ def run(quick: bool) -> str:
             f"{ratio:.2f}x | {'pass' if ok else 'FAIL'} |"
         )
     compositions = "jsonl" if quick else "jsonl,sqlite"
-    serial, serial_rc = gate_seconds(0, compositions)
-    parallel, parallel_rc = gate_seconds(2, compositions)
+    # Best of two: on a shared machine the minimum is the least disturbed measurement.
+    serial, serial_rc = min(gate_seconds(0, compositions) for _ in range(1 if quick else 2))
+    parallel, parallel_rc = min(gate_seconds(2, compositions) for _ in range(1 if quick else 2))
     speedup = serial / parallel
     cores = os.cpu_count() or 1
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -100,11 +101,17 @@ def run(quick: bool) -> str:
         f"Worst scenario: **{worst:.2f}x** start-up (target <= {SCENARIO_TARGET:g}x: "
         f"{'met' if worst <= SCENARIO_TARGET else 'NOT met'}).",
         "",
-        f"Whole gate (`pytest --dsh-snapshots snapshots --dsh-composition {compositions}`, "
+        f"Whole gate (`pytest --dsh-snapshots snapshots --dsh-composition {compositions}`, best "
+        f"of {1 if quick else 2}, "
         f"{cores} cores): `-n 0` {serial:.1f} s (exit {serial_rc}), `-n 2` {parallel:.1f} s "
         f"(exit {parallel_rc}): speed-up **{speedup:.2f}x** (target >= {SPEEDUP_TARGET:g}x: "
         f"{'met' if speedup >= SPEEDUP_TARGET else 'NOT met'}). Load average at the end: "
-        f"{load}; on a machine other work already saturates, two workers cannot beat one.",
+        f"{load}"
+        + (
+            "."
+            if speedup >= SPEEDUP_TARGET
+            else "; on a machine other work already saturates, two workers cannot beat one."
+        ),
         "",
     ]
     return "\n".join(lines)
