@@ -434,6 +434,8 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
             size = len(text)
             if end == size or (end == size - 1 and text[end] == "\n"):
                 return obj
+        if text.endswith("\n"):
+            text = text[:-1]  # as read_log sees the line: error columns count from its start
         if not text.strip():
             return None
         try:
