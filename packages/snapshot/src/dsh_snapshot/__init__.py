@@ -9,6 +9,7 @@ CLI (``dsh-snapshot replay|refresh|record|list|proof PATH…``) runs them direct
 
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._batch import run_many, run_proof, summary_line
+from dsh_snapshot._compat import Allowances, TurnSeen, apply_allowances, turn_messages
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._keyscan import KeyFinding, scan_file, scan_folder
 from dsh_snapshot._normalize import (
@@ -19,6 +20,7 @@ from dsh_snapshot._normalize import (
     normalize_log_text,
 )
 from dsh_snapshot._runner import (
+    Check,
     Composition,
     Mode,
     RunOptions,
@@ -41,6 +43,8 @@ __all__ = [
     "SESSION_ID",
     "AgentError",
     "AgentProcess",
+    "Allowances",
+    "Check",
     "Composition",
     "Difference",
     "KeyFinding",
@@ -52,6 +56,8 @@ __all__ = [
     "ScenarioResult",
     "SnapshotMeta",
     "Step",
+    "TurnSeen",
+    "apply_allowances",
     "discover",
     "first_difference",
     "harvest",
@@ -64,5 +70,6 @@ __all__ = [
     "scan_file",
     "scan_folder",
     "summary_line",
+    "turn_messages",
     "write_fixtures",
 ]
