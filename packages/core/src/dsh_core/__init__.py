@@ -58,6 +58,7 @@ from dsh_core._logformat import (
     header_from_json,
     read_log,
     read_log_bytes,
+    read_log_stream,
     read_log_text,
     render_log,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_stream",
     "read_log_text",
     "render_log",
     "step_end",

@@ -40,7 +40,7 @@ from dsh_llm_replay._script import (
 )
 from dsh_llm_replay._settings import ReplaySettings
 
-__all__ = [  # noqa: RUF022 - grouped by theme (house style), sorted within groups
+__all__ = [
     # parsing and derivation
     "ChunksEntry",
     "HangEntry",

@@ -46,9 +46,9 @@ from dsh_core import (
     dumps_header,
     prepare_header,
     read_log_bytes,
+    read_log_stream,
     read_log_text,
 )
-from dsh_core._logformat import read_log_stream
 
 __all__ = ["JsonlSessionStore"]
 
