@@ -197,9 +197,11 @@ async def test_chunks_arrive_before_the_server_sends_the_rest(
         with anyio.fail_after(10):
             while len(received) < 2:
                 received.append(await anext(stream))
-        assert pause.reached
+        # The rest is provably unsent: the server cannot pass the pause until released.
         assert not pause.released
         assert received == script[:2]
+        # The server sets `reached` just after flushing, so the client may be ahead of it.
+        assert pause.wait_reached(10)
         pause.release()
         received.extend([c async for c in stream])
     assert received == script
