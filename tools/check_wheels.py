@@ -46,13 +46,13 @@ def _dist_name(role: str) -> str:
     return f"dsh-{role}"
 
 
-def _declared_siblings(role: str) -> set[str]:
+def declared_siblings(role: str, root: pathlib.Path = ROOT) -> set[str]:
     """Roles of the dsh-* distributions ``role`` depends on, transitively."""
     seen: set[str] = set()
     todo = [role]
     while todo:
         current = todo.pop()
-        project = tomllib.loads((ROOT / "packages" / current / "pyproject.toml").read_text())
+        project = tomllib.loads((root / "packages" / current / "pyproject.toml").read_text())
         for requirement in project["project"].get("dependencies", []):
             match = re.match(r"dsh-([a-z-]+)", requirement)
             if match and match.group(1) not in seen:
@@ -69,9 +69,10 @@ def _wheel(dist: pathlib.Path, role: str) -> pathlib.Path:
     return wheels[-1]
 
 
-def check(dist: pathlib.Path, role: str, uv: str) -> bool:
+def check(dist: pathlib.Path, role: str, uv: str, root: pathlib.Path = ROOT) -> bool:
     """Install ``role``'s wheel with only its declared siblings and import all of it."""
-    wheels = [_wheel(dist, role)] + [_wheel(dist, r) for r in sorted(_declared_siblings(role))]
+    siblings = sorted(declared_siblings(role, root))
+    wheels = [_wheel(dist, role)] + [_wheel(dist, r) for r in siblings]
     module = "dsh_" + role.replace("-", "_")
     with tempfile.TemporaryDirectory(prefix=f"wheel-{role}-") as tmp:
         venv = pathlib.Path(tmp) / "venv"

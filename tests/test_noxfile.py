@@ -1,0 +1,53 @@
+"""The noxfile is the one command surface: every session says what it does."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REQUIRED = {
+    "tests",
+    "lint",
+    "typecheck",
+    "build",
+    "crash",
+    "bench",
+    "snapshot",
+    "snapshot_refresh",
+    "snapshot_record",
+    "snapshot_proof",
+    "compat",
+}
+
+
+def sessions() -> dict[str, ast.FunctionDef]:
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    found: dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+            "session" in ast.unparse(d) for d in node.decorator_list
+        ):
+            found[node.name] = node
+    return found
+
+
+def test_noxfile_defines_every_session_the_project_documents() -> None:
+    assert set(sessions()) >= REQUIRED
+
+
+def test_every_nox_session_has_a_one_line_docstring() -> None:
+    for name, node in sessions().items():
+        doc = ast.get_docstring(node)
+        assert doc, f"nox session {name} has no docstring"
+        assert "\n" not in doc.strip(), f"nox session {name}: keep the docstring to one line"
+
+
+def test_readme_commands_exist_as_sessions() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "python3 tools/bootstrap.py -s snapshot" in readme
+    assert "python3 tools/bootstrap.py -s tests" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "tools/bootstrap.py" in ci
+    assert " tests " in ci
