@@ -52,7 +52,6 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """Type-check every package, the tools, the benchmarks and this file with pyright strict."""
     sync(session, "test", "typecheck", "bench")
-    session.install("nox")
     session.run("pyright", *session.posargs)
 
 
