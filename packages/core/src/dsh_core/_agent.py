@@ -201,6 +201,26 @@ class _TurnRun:
         if self.listener is not None:
             self.listener(event)
 
+    def emit_call(self, call: ToolCallBlock) -> None:
+        self.emit(
+            tool_call(
+                self.session.next_seq,
+                now_ms(),
+                self.turn,
+                self.step,
+                call["id"],
+                call["name"],
+                call["arguments"],
+            )
+        )
+
+    def emit_result(self, call: ToolCallBlock, text: str, *, is_error: bool) -> None:
+        self.emit(
+            tool_result(
+                self.session.next_seq, now_ms(), self.turn, self.step, call["id"], text, is_error
+            )
+        )
+
     async def run(self, prompt: str) -> TurnOutcome:
         session = self.session
         self.started = True
@@ -247,31 +267,11 @@ class _TurnRun:
         while self.undispatched:
             call = self.undispatched.pop(0)
             self.in_flight = call
-            self.emit(
-                tool_call(
-                    session.next_seq,
-                    now_ms(),
-                    self.turn,
-                    self.step,
-                    call["id"],
-                    call["name"],
-                    call["arguments"],
-                )
-            )
+            self.emit_call(call)
             session.flush()
             outcome = await self.run_tool(call)
             self.in_flight = None
-            self.emit(
-                tool_result(
-                    session.next_seq,
-                    now_ms(),
-                    self.turn,
-                    self.step,
-                    call["id"],
-                    outcome.text,
-                    outcome.is_error,
-                )
-            )
+            self.emit_result(call, outcome.text, is_error=outcome.is_error)
         return bool(calls), finish_kind
 
     async def stream_step(self) -> tuple[list[ContentBlock], Usage | None, str]:
@@ -366,45 +366,14 @@ class _TurnRun:
             return self.ended
         if not self.started:
             return TurnOutcome(self.turn, "aborted", "")
-        session = self.session
         if self.in_flight is not None:
             call, self.in_flight = self.in_flight, None
-            self.emit(
-                tool_result(
-                    session.next_seq,
-                    now_ms(),
-                    self.turn,
-                    self.step,
-                    call["id"],
-                    CANCELLED_TEXT,
-                    True,
-                )
-            )
+            self.emit_result(call, CANCELLED_TEXT, is_error=True)
         # Calls the model asked for but that never ran still get a result, so the next
         # request's history pairs every tool-call block with a result.
         for call in self.undispatched:
-            self.emit(
-                tool_call(
-                    session.next_seq,
-                    now_ms(),
-                    self.turn,
-                    self.step,
-                    call["id"],
-                    call["name"],
-                    call["arguments"],
-                )
-            )
-            self.emit(
-                tool_result(
-                    session.next_seq,
-                    now_ms(),
-                    self.turn,
-                    self.step,
-                    call["id"],
-                    CANCELLED_BEFORE_DISPATCH_TEXT,
-                    True,
-                )
-            )
+            self.emit_call(call)
+            self.emit_result(call, CANCELLED_BEFORE_DISPATCH_TEXT, is_error=True)
         self.undispatched = []
         self.end_step()
         return self.end_turn("aborted", reason="session/cancel")
