@@ -9,8 +9,6 @@ Each test plays the ``assistant/chunk`` groups of a June ``session.jsonl`` throu
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +21,22 @@ from dsh_core import (
     Event,
     ModelError,
     Session,
-    SessionHeader,
     SessionLog,
     SessionMeta,
     read_log_text,
 )
-from dsh_core.testing import Hang, InMemorySessionStore, ScriptedModel, chunk_groups
+from dsh_core.testing import (
+    Hang,
+    InMemorySessionStore,
+    ScriptedModel,
+    chunk_groups,
+    normalized_rows,
+    upstream_corpus,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
 
-_CORPUS = Path(
-    os.environ.get(
-        "DSH_UPSTREAM_CORPUS", Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
-    )
-)
+_CORPUS = upstream_corpus(__file__)
 
 
 @pytest.fixture
@@ -45,28 +45,12 @@ def anyio_backend() -> str:
 
 
 def _fixture(scenario: str, name: str = "session.jsonl") -> SessionLog:
+    if _CORPUS is None:
+        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / "june" / scenario / name
     if not path.is_file():
         pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
     return read_log_text(path.read_text(encoding="utf-8"), str(path))
-
-
-def _normalised(header: SessionHeader, events: list[Event]) -> list[dict[str, Any]]:
-    """Header and events as wire objects with times, ids and the cwd replaced."""
-    rows = [header.to_json(), *(event.to_json() for event in events)]
-    text = json.dumps(rows)
-    replacements = {header.id: "{{sessionId}}"}
-    if header.parent_session:
-        replacements[header.parent_session] = "{{sessionId}}"
-    if header.cwd:
-        replacements[header.cwd] = "{{cwd}}"
-    for old, new in replacements.items():
-        text = text.replace(json.dumps(old)[1:-1], new)
-    out: list[dict[str, Any]] = json.loads(text)
-    out[0]["createdAt"] = 0
-    for row in out[1:]:
-        row["time"] = 0
-    return out
 
 
 def _prompts(log: SessionLog) -> list[str]:
@@ -90,7 +74,7 @@ async def _play(
 
 def _assert_same(log: SessionLog, store: InMemorySessionStore, session: Session) -> None:
     ours = store.load(session.id)
-    assert _normalised(ours.header, ours.events) == _normalised(log.header, log.events)
+    assert normalized_rows(ours.header, ours.events) == normalized_rows(log.header, log.events)
 
 
 async def test_text_turn_matches_june(tmp_path: Path) -> None:

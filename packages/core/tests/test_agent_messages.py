@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from dsh_core import Event, SessionLog, messages_from_events, read_log_text
+from dsh_core.testing import upstream_corpus
 
-_CORPUS = Path(
-    os.environ.get(
-        "DSH_UPSTREAM_CORPUS", Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
-    )
-)
+_CORPUS = upstream_corpus(__file__)
 
 
 def _log(era: str, scenario: str) -> SessionLog:
+    if _CORPUS is None:
+        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / era / scenario / "session.jsonl"
     if not path.is_file():
         pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")

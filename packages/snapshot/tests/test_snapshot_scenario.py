@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from dsh_core.testing import upstream_corpus
 from dsh_snapshot import ScenarioError, discover, load_scenario
 
 META = "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
 HEADER = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
-CORPUS = Path(os.environ.get("DSH_UPSTREAM_CORPUS", "/work/shared/upstream-corpus"))
+CORPUS = upstream_corpus(__file__) or Path("shared/upstream-corpus (not found)")
 
 
 def _scenario(folder: Path, meta: str | None = META, steps: object = None) -> Path:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,24 +12,24 @@ from dsh_core import (
     BashTool,
     Chunk,
     CreateOptions,
-    Event,
-    SessionHeader,
     SessionLog,
     SessionMeta,
     SubagentRequest,
     SubagentTool,
     read_log_text,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel, chunk_groups
+from dsh_core.testing import (
+    InMemorySessionStore,
+    ScriptedModel,
+    chunk_groups,
+    normalized_rows,
+    upstream_corpus,
+)
 from dsh_subagent_fork import ForkBackend
 
 pytestmark = pytest.mark.anyio
 
-_CORPUS = Path(
-    os.environ.get(
-        "DSH_UPSTREAM_CORPUS", Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
-    )
-)
+_CORPUS = upstream_corpus(__file__)
 
 
 @pytest.fixture
@@ -40,27 +38,12 @@ def anyio_backend() -> str:
 
 
 def _fixture(scenario: str, name: str) -> SessionLog:
+    if _CORPUS is None:
+        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / "june" / scenario / name
     if not path.is_file():
         pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
     return read_log_text(path.read_text(encoding="utf-8"), str(path))
-
-
-def _normalised(header: SessionHeader, events: list[Event]) -> list[dict[str, Any]]:
-    rows = [header.to_json(), *(event.to_json() for event in events)]
-    text = json.dumps(rows)
-    for old, new in (
-        (header.id, "{{sessionId}}"),
-        (header.parent_session, "{{sessionId}}"),
-        (header.cwd, "{{cwd}}"),
-    ):
-        if old:
-            text = text.replace(json.dumps(old)[1:-1], new)
-    out: list[dict[str, Any]] = json.loads(text)
-    out[0]["createdAt"] = 0
-    for row in out[1:]:
-        row["time"] = 0
-    return out
 
 
 def _text(text: str) -> list[Chunk]:
@@ -109,7 +92,9 @@ async def test_subagent_fork_matches_june(tmp_path: Path) -> None:
     model.assert_consumed()
 
     ours = store.load(parent.id)
-    assert _normalised(ours.header, ours.events) == _normalised(primary.header, primary.events)
+    assert normalized_rows(ours.header, ours.events) == normalized_rows(
+        primary.header, primary.events
+    )
     [header] = [h for h in store.list_sessions() if h.id != parent.id]
     child = store.load(header.id)
     # The seed is the parent's log through its last turn/end before the fork call.
@@ -128,9 +113,9 @@ async def test_subagent_fork_matches_june(tmp_path: Path) -> None:
         1,
         parent.id,
     )
-    got = _normalised(header, child.events)
+    got = normalized_rows(header, child.events)
     del got[0]["origin"], got[0]["delegationDepth"]
-    assert got == _normalised(expected_child.header, expected_child.events)
+    assert got == normalized_rows(expected_child.header, expected_child.events)
     # The child's model saw the inherited conversation, then its own prompt.
     child_request = model.requests[2]
     assert child_request.session_id == header.id

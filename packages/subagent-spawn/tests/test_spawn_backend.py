@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,23 +11,24 @@ from dsh_core import (
     BashTool,
     CreateOptions,
     Event,
-    SessionHeader,
     SessionLog,
     SessionMeta,
     SubagentRequest,
     SubagentTool,
     read_log_text,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel, chunk_groups
+from dsh_core.testing import (
+    InMemorySessionStore,
+    ScriptedModel,
+    chunk_groups,
+    normalized_rows,
+    upstream_corpus,
+)
 from dsh_subagent_spawn import SpawnBackend
 
 pytestmark = pytest.mark.anyio
 
-_CORPUS = Path(
-    os.environ.get(
-        "DSH_UPSTREAM_CORPUS", Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
-    )
-)
+_CORPUS = upstream_corpus(__file__)
 
 
 @pytest.fixture
@@ -39,27 +37,12 @@ def anyio_backend() -> str:
 
 
 def _fixture(scenario: str, name: str) -> SessionLog:
+    if _CORPUS is None:
+        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / "june" / scenario / name
     if not path.is_file():
         pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
     return read_log_text(path.read_text(encoding="utf-8"), str(path))
-
-
-def _normalised(header: SessionHeader, events: list[Event]) -> list[dict[str, Any]]:
-    rows = [header.to_json(), *(event.to_json() for event in events)]
-    text = json.dumps(rows)
-    for old, new in (
-        (header.id, "{{sessionId}}"),
-        (header.parent_session, "{{sessionId}}"),
-        (header.cwd, "{{cwd}}"),
-    ):
-        if old:
-            text = text.replace(json.dumps(old)[1:-1], new)
-    out: list[dict[str, Any]] = json.loads(text)
-    out[0]["createdAt"] = 0
-    for row in out[1:]:
-        row["time"] = 0
-    return out
 
 
 async def _replay(scenario: str, children: int, tmp_path: Path) -> None:
@@ -79,7 +62,9 @@ async def _replay(scenario: str, children: int, tmp_path: Path) -> None:
     model.assert_consumed()
 
     ours = store.load(parent.id)
-    assert _normalised(ours.header, ours.events) == _normalised(primary.header, primary.events)
+    assert normalized_rows(ours.header, ours.events) == normalized_rows(
+        primary.header, primary.events
+    )
     headers = [h for h in store.list_sessions() if h.id != parent.id]
     assert len(headers) == children
     for header, expected in zip(headers, child_logs, strict=True):
@@ -91,9 +76,9 @@ async def _replay(scenario: str, children: int, tmp_path: Path) -> None:
             None,
         )
         child = store.load(header.id)
-        got = _normalised(header, child.events)
+        got = normalized_rows(header, child.events)
         del got[0]["origin"], got[0]["delegationDepth"]
-        assert got == _normalised(expected.header, expected.events)
+        assert got == normalized_rows(expected.header, expected.events)
 
 
 @pytest.mark.corpus

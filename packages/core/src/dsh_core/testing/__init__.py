@@ -4,7 +4,8 @@
 store; the conformance suite (``StoreConformance``) is what every real backend runs against
 its own factory; ``run_crash_trials`` SIGKILLs a writer subprocess at random moments and
 checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs every
-reader must refuse. ``StoreConformance`` needs pytest and is imported on first use, so
+reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that compare logs
+with the upstream recordings. ``StoreConformance`` needs pytest and is imported on first use, so
 ``import dsh_core.testing`` works without it.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsh_core.testing._corpus import normalized_rows, upstream_corpus
 from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
@@ -43,8 +45,10 @@ __all__ = [
     "chunk_groups",
     "crash_kills",
     "event_time",
+    "normalized_rows",
     "run_crash_trials",
     "synthetic_turn",
+    "upstream_corpus",
 ]
 
 
