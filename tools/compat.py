@@ -39,7 +39,7 @@ from dsh_llm_replay import (
     load_session_scripts,
     parse_session_log,
 )
-from dsh_snapshot import Allowances, RunOptions, Scenario, load_scenario, run_scenario
+from dsh_snapshot import UPSTREAM_ALLOWANCES, RunOptions, Scenario, load_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OUR_TOOLS = frozenset({"bash", "subagent", "subagent_fork"})
@@ -49,12 +49,6 @@ OUR_OPS = frozenset(
 # Recordings that exercise an upstream feature this project does not implement; replaying
 # them would compare our agent against behaviour it does not claim (COMPATIBILITY.md).
 FEATURE_FILES = ("hooks.json", "codex-hooks.json")
-
-# The deliberate differences, each explained in COMPATIBILITY.md.
-JUNE_ALLOWANCES = Allowances(
-    initialize_result=True,
-    added_header_fields=frozenset({"origin", "delegationDepth", "cwd"}),
-)
 
 
 def corpus_dir(given: str | None) -> Path:
@@ -154,7 +148,7 @@ def june_rows(folder: Path, jobs: int) -> list[Row]:
     """Replay every June scenario on both backends and compare everything."""
     scenarios = [load_scenario(p) for p in sorted(folder.iterdir()) if p.is_dir()]
     runs = [
-        (s, RunOptions(composition=c, allowances=JUNE_ALLOWANCES))
+        (s, RunOptions(composition=c, allowances=UPSTREAM_ALLOWANCES))
         for s in scenarios
         for c in ("jsonl", "sqlite")
     ]

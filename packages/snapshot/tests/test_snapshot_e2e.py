@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_snapshot import RunOptions, load_scenario, run_scenario
+from dsh_core.testing import upstream_corpus
+from dsh_snapshot import Allowances, RunOptions, load_scenario, run_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -131,3 +132,17 @@ def test_cli_replay_prints_summary_and_fails_on_any_failure(
         proc.stdout
     )
     assert "stdout.expected.jsonl line 3, field error.message" in proc.stdout
+
+
+def test_upstream_folder_replays_with_only_the_documented_allowances() -> None:
+    corpus = upstream_corpus(__file__)
+    if corpus is None or not (corpus / "june" / "subagent-spawn").is_dir():
+        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+    scenario = load_scenario(corpus / "june" / "subagent-spawn")
+    assert scenario.meta is None
+    assert run_scenario(scenario).ok  # upstream folder: UPSTREAM_ALLOWANCES by default
+    strict = run_scenario(scenario, RunOptions(allowances=Allowances()))
+    assert not strict.ok
+    fields = {d.field for d in strict.differences}
+    # Exactly the differences COMPATIBILITY.md lists, nothing else.
+    assert fields == {"result.agentInfo.name", "origin"}, strict.failures

@@ -9,7 +9,13 @@ CLI (``dsh-snapshot replay|refresh|record|list|proof PATH…``) runs them direct
 
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._batch import run_many, run_proof, summary_line
-from dsh_snapshot._compat import Allowances, TurnSeen, apply_allowances, turn_messages
+from dsh_snapshot._compat import (
+    UPSTREAM_ALLOWANCES,
+    Allowances,
+    TurnSeen,
+    apply_allowances,
+    turn_messages,
+)
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._keyscan import KeyFinding, scan_file, scan_folder
 from dsh_snapshot._normalize import (
@@ -41,6 +47,7 @@ from dsh_snapshot._scenario import (
 __all__ = [
     "CWD",
     "SESSION_ID",
+    "UPSTREAM_ALLOWANCES",
     "AgentError",
     "AgentProcess",
     "Allowances",

@@ -14,7 +14,7 @@ from typing import Any
 
 from dsh_snapshot._agent import as_object
 
-__all__ = ["Allowances", "TurnSeen", "apply_allowances", "turn_messages"]
+__all__ = ["UPSTREAM_ALLOWANCES", "Allowances", "TurnSeen", "apply_allowances", "turn_messages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,14 @@ class Allowances:
     @property
     def any(self) -> bool:
         return self.initialize_result or bool(self.added_header_fields)
+
+
+# What an upstream folder (no snapshot.yml) is compared with by default: the deliberate
+# differences COMPATIBILITY.md lists, and nothing else.
+UPSTREAM_ALLOWANCES = Allowances(
+    initialize_result=True,
+    added_header_fields=frozenset({"origin", "delegationDepth", "cwd"}),
+)
 
 
 def _initialize_result(frame: Any) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from dsh_core import DshError, read_log
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
-from dsh_snapshot._compat import Allowances, apply_allowances, turn_messages
+from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._keyscan import scan_folder
 from dsh_snapshot._normalize import (
@@ -67,7 +67,9 @@ class RunOptions:
         check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
             compares only what a client saw per prompt (agent message text and stop reason),
             for recordings made by an agent with features this one lacks.
-        allowances: deliberate differences from the fixtures to forgive (upstream corpus).
+        allowances: deliberate differences from the fixtures to forgive; ``None`` means none
+            for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
+            ``snapshot.yml``), as COMPATIBILITY.md lists them.
     """
 
     mode: Mode = "replay"
@@ -76,7 +78,7 @@ class RunOptions:
     seed_slice: bool = True
     api_key: str | None = None
     check: Check = "fixtures"
-    allowances: Allowances = field(default_factory=Allowances)
+    allowances: Allowances | None = None
 
 
 @dataclass(slots=True)
@@ -414,7 +416,10 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
         if options.mode == "replay" and options.check == "messages":
             _compare_messages(scenario, frames, result)
         elif options.mode == "replay":
-            _compare(scenario, logs, frames, result, options.allowances)
+            allowances = options.allowances
+            if allowances is None:
+                allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
+            _compare(scenario, logs, frames, result, allowances)
         elif not result.failures:
             recording = None
             if scenario.meta is not None:
