@@ -1,19 +1,22 @@
 """A driver for a real ``dsh-acp-agent`` subprocess, for tests and tools.
 
-``AgentProcess`` starts the agent, writes JSON-RPC requests to its stdin and reads every frame
-it writes to stdout, keeping them all (in order) for comparison. Lines on stdout that are not
-JSON-RPC frames are kept apart in :attr:`AgentProcess.stray_lines`: there must be none.
+``AgentProcess`` starts the agent, writes JSON-RPC requests to its stdin and keeps every frame it
+writes to stdout, in arrival order, for comparison. Lines on stdout that are not JSON-RPC frames
+are kept apart in :attr:`AgentProcess.stray_lines`: there must be none. Every wait has a timeout,
+so a stuck agent becomes an :class:`AgentProcessError` carrying the tail of its stderr instead of
+a hung test. The snapshot runner (``dsh_snapshot``) drives scenarios through a subclass.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +26,7 @@ from dsh_core import Chunk, SessionLog, Usage, read_log_text
 
 __all__ = [
     "AgentProcess",
+    "AgentProcessError",
     "AgentRun",
     "ResponseError",
     "agent_environment",
@@ -33,6 +37,10 @@ __all__ = [
 JsonObject = dict[str, Any]
 
 _WAIT_S = 120.0  # a safety net against a hung agent, not a timing assertion
+
+
+class AgentProcessError(AssertionError):
+    """The agent process misbehaved: no frame in time, stdout closed early, no exit in time."""
 
 
 class ResponseError(AssertionError):
@@ -55,20 +63,51 @@ def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
 class AgentProcess:
     """A running agent subprocess and everything it has written.
 
+    Two reader threads collect stdout and stderr as they arrive; the waits below walk the frames
+    in arrival order behind a cursor, so "the next ``session/update``" means the next one not
+    yet waited past. A request the agent sends to us (permissions, files) is refused with
+    "method not found" at once: this client offers no such capability.
+
+    Subclasses change which exceptions are raised by overriding :meth:`_error` and
+    :meth:`_response_error`.
+
     Args:
         env: the complete environment of the process (see :func:`agent_environment`).
         cwd: its working directory.
         command: how to start it (default: this interpreter with ``-m dsh_acp_agent``).
+        timeout: seconds any single wait (the next frame, the exit) may take.
+        start_timeout: seconds the first frame may take (interpreter start-up and imports are
+            slow on a loaded machine, and are not what ``timeout`` is about).
 
     Attributes:
-        frames: every JSON-RPC frame read from stdout, in order.
+        process: the subprocess.
+        frames: every JSON-RPC frame read from stdout, in arrival order.
         stray_lines: stdout lines that were not JSON-RPC frames.
+        session_ids: the ids :meth:`new_session` received, in order.
     """
 
     def __init__(
-        self, env: Mapping[str, str], cwd: Path, command: Sequence[str] | None = None
+        self,
+        env: Mapping[str, str],
+        cwd: Path,
+        command: Sequence[str] | None = None,
+        *,
+        timeout: float = _WAIT_S,
+        start_timeout: float = _WAIT_S,
     ) -> None:
         argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
+        self.timeout = timeout
+        self.start_timeout = start_timeout
+        self.frames: list[JsonObject] = []
+        self.stray_lines: list[str] = []
+        self.session_ids: list[str] = []
+        self._stderr: list[bytes] = []
+        self._methods: dict[int, str] = {}
+        self._next_id = 0
+        self._cursor = 0  # frames[:_cursor] have been waited past
+        self._eof = False
+        self._arrived = threading.Condition()
+        self._write_lock = threading.Lock()
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -77,11 +116,6 @@ class AgentProcess:
             env=dict(env),
             cwd=cwd,
         )
-        self.frames: list[JsonObject] = []
-        self.stray_lines: list[str] = []
-        self._incoming: queue.Queue[JsonObject | None] = queue.Queue()
-        self._stderr: list[bytes] = []
-        self._next_id = 0
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
             threading.Thread(target=self._read_stderr, daemon=True),
@@ -89,11 +123,22 @@ class AgentProcess:
         for reader in self._readers:
             reader.start()
 
+    # --- errors (a subclass may raise its own types) ----------------------------------------
+
+    def _error(self, message: str) -> Exception:
+        """The exception for a misbehaving process; ``message`` already ends with stderr."""
+        return AgentProcessError(message)
+
+    def _response_error(self, method: str, error: JsonObject) -> Exception:
+        """The exception for a JSON-RPC error answer to ``method``."""
+        return ResponseError(method, error)
+
     # --- writing ----------------------------------------------------------------------------
 
     def send(self, method: str, params: JsonObject) -> int:
         """Write a request without waiting; return its id."""
         self._next_id += 1
+        self._methods[self._next_id] = method
         self._write({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
         return self._next_id
 
@@ -101,58 +146,125 @@ class AgentProcess:
         """Write a notification."""
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
 
+    def _write(self, message: JsonObject) -> None:
+        try:
+            self._write_line(message)
+        except (OSError, ValueError) as exc:  # ValueError: stdin already closed by finish()
+            raise self._error(
+                f"the agent closed its stdin ({exc}); stderr: {self.stderr_tail()}"
+            ) from None
+
+    def _write_line(self, message: JsonObject) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        with self._write_lock:  # the stdout reader refuses the agent's requests concurrently
+            stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+            stdin.flush()
+
+    # --- waiting ----------------------------------------------------------------------------
+
     def request(self, method: str, params: JsonObject) -> JsonObject:
         """Send a request and return its ``result``.
 
         Raises:
-            ResponseError: the agent answered with an error.
+            ResponseError: the agent answered with an error (see :meth:`_response_error`).
+            AgentProcessError: no answer in time, or stdout closed first.
         """
-        response = self.response(self.send(method, params))
+        return self.result(self.send(method, params))
+
+    def result(self, request_id: int) -> JsonObject:
+        """Wait for the response to ``request_id``; return its ``result`` (``{}`` if not an object).
+
+        Raises:
+            ResponseError: the response is an error (see :meth:`_response_error`).
+            AgentProcessError: no answer in time, or stdout closed first.
+        """
+        response = self.response(request_id)
         if "error" in response:
-            raise ResponseError(method, cast(JsonObject, response["error"]))
-        return cast(JsonObject, response["result"])
+            method = self._methods.get(request_id, "request")
+            raise self._response_error(method, cast(JsonObject, response["error"]))
+        result = response.get("result")
+        return cast(JsonObject, result) if isinstance(result, dict) else {}
 
     def response(self, request_id: int) -> JsonObject:
-        """Wait for the response frame to request ``request_id`` (frames before it are kept)."""
-        for frame in self.frames:
-            if frame.get("id") == request_id and "method" not in frame:
+        """Wait for the response frame to ``request_id`` and return it (frames before it are kept).
+
+        Raises:
+            AgentProcessError: no answer in time, or stdout closed first.
+        """
+        for frame in self.frames[: self._cursor]:
+            if _answers(frame, request_id):
                 return frame
+        method = self._methods.get(request_id, "request")
         while True:
-            try:
-                frame = self._incoming.get(timeout=_WAIT_S)
-            except queue.Empty:
-                raise AssertionError(
-                    f"no response to request {request_id} within {_WAIT_S:g}s; "
-                    f"stderr:\n{self.stderr}"
-                ) from None
-            if frame is None:
-                raise AssertionError(
-                    f"the agent closed stdout before answering request {request_id}; "
-                    f"stderr:\n{self.stderr}"
-                )
-            if frame.get("id") == request_id and "method" not in frame:
+            frame = self._next_frame(f"the response to {method} (id {request_id})")
+            if _answers(frame, request_id):
                 return frame
 
-    def _write(self, message: JsonObject) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        stdin.write((json.dumps(message) + "\n").encode("utf-8"))
-        stdin.flush()
+    def next_update(self, request_id: int) -> JsonObject | None:
+        """Wait for the next ``session/update``; ``None`` if ``request_id`` was answered first.
 
-    # --- the ACP methods used by tests -----------------------------------------------------
+        Raises:
+            AgentProcessError: neither came in time, or stdout closed first.
+        """
+        method = self._methods.get(request_id, "request")
+        while True:
+            frame = self._next_frame(f"the first session/update of {method} (id {request_id})")
+            if frame.get("method") == "session/update":
+                return frame
+            if _answers(frame, request_id):
+                return None
+
+    def _next_frame(self, waiting_for: str) -> JsonObject:
+        wait = self.timeout if self.frames else max(self.timeout, self.start_timeout)
+        if not self._wait_until(lambda: self._cursor < len(self.frames) or self._eof, wait):
+            raise self._error(
+                f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self.stderr_tail()}"
+            )
+        with self._arrived:
+            if self._cursor == len(self.frames):
+                code = self.process.poll()
+                raise self._error(
+                    f"the agent closed stdout (exit code {code}) while waiting for "
+                    f"{waiting_for}; stderr: {self.stderr_tail()}"
+                )
+            self._cursor += 1
+            return self.frames[self._cursor - 1]
+
+    def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+        with self._arrived:
+            return self._arrived.wait_for(ready, timeout=timeout)
+
+    # --- the ACP methods ------------------------------------------------------------------
 
     def initialize(self) -> JsonObject:
+        """``initialize`` with protocol version 1 and no client capabilities; its result."""
         return self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
 
     def new_session(self, cwd: Path) -> str:
+        """``session/new`` in ``cwd`` without MCP servers; the new id (kept in ``session_ids``)."""
         result = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
-        return str(result["sessionId"])
+        session_id = result.get("sessionId")
+        if not isinstance(session_id, str):
+            raise self._error(f"session/new returned no sessionId: {json.dumps(result)}")
+        self.session_ids.append(session_id)
+        return session_id
 
-    def prompt(self, session_id: str, text: str) -> JsonObject:
-        return self.request(
+    def load_session(self, session_id: str, cwd: Path) -> JsonObject:
+        """``session/load`` of ``session_id`` in ``cwd`` without MCP servers; its result."""
+        params: JsonObject = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+        return self.request("session/load", params)
+
+    def send_prompt(self, session_id: str, text: str) -> int:
+        """Write a ``session/prompt`` of one text block without waiting; return its id."""
+        return self.send(
             "session/prompt",
             {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
         )
+
+    def prompt(self, session_id: str, text: str) -> JsonObject:
+        """``session/prompt`` of one text block; its result once the turn is over."""
+        return self.result(self.send_prompt(session_id, text))
 
     def updates(self, session_id: str | None = None) -> list[JsonObject]:
         """The ``update`` objects of every ``session/update`` read so far."""
@@ -166,18 +278,53 @@ class AgentProcess:
     # --- ending ----------------------------------------------------------------------------
 
     def finish(self) -> int:
-        """Close stdin, wait for the process to exit, return its exit code."""
-        stdin = self.process.stdin
-        if stdin is not None and not stdin.closed:
-            stdin.close()
-        code = self.process.wait(timeout=_WAIT_S)
+        """Close stdin, read stdout to its end, wait for the exit; return the exit code.
+
+        Raises:
+            AgentProcessError: the agent did not exit in time (it is killed).
+        """
+        with self._write_lock, contextlib.suppress(OSError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        failure = f"the agent did not exit within {self.timeout:g}s after stdin closed; stderr: "
+        # Each wait is for the next line, as everywhere else: a slow but live agent may go on.
+        while not self._eof:
+            seen = self._lines_read()
+            if not self._wait_until(functools.partial(self._moved_on, seen), self.timeout):
+                self.kill()
+                raise self._error(failure + self.stderr_tail())
+        try:
+            code = self.process.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise self._error(failure + self.stderr_tail()) from None
         for reader in self._readers:
-            reader.join(timeout=_WAIT_S)
+            reader.join(timeout=self.timeout)
         return code
+
+    def kill(self) -> None:
+        """Kill the process if it still runs and close its pipes (idempotent)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+        # The readers end at EOF; closing their pipes under them would fail mid-read.
+        for reader in self._readers:
+            reader.join(timeout=5)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     @property
     def stderr(self) -> str:
+        """Everything the agent wrote to stderr so far."""
         return b"".join(self._stderr).decode("utf-8", "replace")
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters of stderr, stripped; ``(empty)`` when there are none."""
+        text = self.stderr.strip()
+        return text[-limit:] if text else "(empty)"
 
     def __enter__(self) -> AgentProcess:
         return self
@@ -188,35 +335,62 @@ class AgentProcess:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
+        self.kill()
+
+    # --- the reader threads -------------------------------------------------------------------
+
+    def _lines_read(self) -> int:
+        return len(self.frames) + len(self.stray_lines)
+
+    def _moved_on(self, lines_seen: int) -> bool:
+        return self._eof or self._lines_read() > lines_seen
 
     def _read_stdout(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        for raw in stdout:
-            line = raw.decode("utf-8", "replace")
-            try:
-                frame: Any = json.loads(line)
-            except ValueError:
-                self.stray_lines.append(line)
-                continue
-            if not isinstance(frame, dict) or cast(JsonObject, frame).get("jsonrpc") != "2.0":
-                self.stray_lines.append(line)
-                continue
-            self.frames.append(cast(JsonObject, frame))
-            self._incoming.put(cast(JsonObject, frame))
-        self._incoming.put(None)
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under us by kill()
+            for raw in stdout:
+                line = raw.decode("utf-8", "replace")
+                frame = _as_frame(line)
+                with self._arrived:
+                    if frame is None:
+                        self.stray_lines.append(line)
+                    else:
+                        self.frames.append(frame)
+                    self._arrived.notify_all()
+                if frame is not None and "method" in frame and frame.get("id") is not None:
+                    self._refuse(frame["id"])
+        with self._arrived:
+            self._eof = True
+            self._arrived.notify_all()
+
+    def _refuse(self, request_id: Any) -> None:
+        error = {"code": -32601, "message": "method not found"}
+        with contextlib.suppress(OSError, ValueError):  # stdin closed: nobody is waiting
+            self._write_line({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     def _read_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
-        for raw in stderr:
-            self._stderr.append(raw)
+        with contextlib.suppress(OSError, ValueError):
+            for raw in stderr:
+                self._stderr.append(raw)
+
+
+def _as_frame(line: str) -> JsonObject | None:
+    """``line`` as a JSON-RPC 2.0 frame, or ``None`` when it is not one."""
+    try:
+        frame: Any = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(frame, dict) or cast(JsonObject, frame).get("jsonrpc") != "2.0":
+        return None
+    return cast(JsonObject, frame)
+
+
+def _answers(frame: JsonObject, request_id: int) -> bool:
+    """Whether ``frame`` is the response to our request ``request_id``."""
+    return frame.get("id") == request_id and "method" not in frame
 
 
 @dataclass

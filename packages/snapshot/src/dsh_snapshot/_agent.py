@@ -1,29 +1,24 @@
-"""Driving ``dsh-acp-agent`` as a real subprocess over JSON-RPC (ACP) on stdio.
+"""Driving ``dsh-acp-agent`` through a scenario's steps.
 
-Frames are read by a thread into a queue, so every wait has a timeout and a stuck agent becomes
-a clear :class:`AgentError` instead of a hung gate.
+The process and its JSON-RPC transport are :class:`dsh_acp_agent.testing.AgentProcess`; this
+layer adds the ``input.json`` steps and raises :class:`AgentError`, a :class:`DshError` the
+runner turns into a scenario failure, for everything the agent does wrong.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import queue
 import shutil
-import subprocess
 import sys
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dsh_acp_agent import testing
 from dsh_core import DshError
 from dsh_snapshot._scenario import Step
 
 __all__ = ["AgentError", "AgentProcess", "agent_command"]
-
-_EOF = object()
 
 
 def as_object(value: Any) -> dict[str, Any] | None:
@@ -48,151 +43,40 @@ def agent_command() -> list[str]:
     return [sys.executable, "-m", "dsh_acp_agent"]
 
 
-class AgentProcess:
-    """One agent subprocess; records every frame it writes to stdout, in order.
+class AgentProcess(testing.AgentProcess):
+    """One agent subprocess running a scenario; records every frame it writes, in order.
 
     Args:
         cwd: the process's working directory (the scenario's temporary cwd).
-        env: the complete environment of the process.
+        env: the complete environment of the process (see :func:`base_env`).
         timeout: seconds any single wait (a frame, the exit) may take.
-        start_timeout: seconds the first frame may take (interpreter start-up and imports are
-            slow on a loaded machine and are not what a per-wait timeout is about).
+        start_timeout: seconds the first frame may take.
     """
 
     def __init__(
         self, cwd: Path, env: Mapping[str, str], timeout: float, start_timeout: float = 120.0
     ) -> None:
+        super().__init__(env, cwd, agent_command(), timeout=timeout, start_timeout=start_timeout)
         self.cwd = cwd
-        self.timeout = timeout
-        self.start_timeout = start_timeout
-        self._started = False
-        self.frames: list[Any] = []
-        self.session_ids: list[str] = []
-        self._next_id = 0
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._stderr: list[bytes] = []
-        self._proc = subprocess.Popen(
-            agent_command(),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self._threads = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
 
-    # --- plumbing ------------------------------------------------------------------------------
+    def _error(self, message: str) -> Exception:
+        return AgentError(message)
 
-    def _pump_stdout(self) -> None:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            self._queue.put(raw)
-        self._queue.put(_EOF)
-
-    def _pump_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for raw in self._proc.stderr:
-            self._stderr.append(raw)
-
-    @property
-    def stderr(self) -> str:
-        """Everything the agent wrote to stderr so far."""
-        return b"".join(self._stderr).decode("utf-8", "replace")
-
-    def _send(self, frame: dict[str, Any]) -> None:
-        assert self._proc.stdin is not None
-        try:
-            self._proc.stdin.write((json.dumps(frame) + "\n").encode())
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise AgentError(
-                f"the agent closed its stdin ({exc}); stderr: {self._tail()}"
-            ) from None
-
-    def _tail(self) -> str:
-        text = self.stderr.strip()
-        return text[-2000:] if text else "(empty)"
-
-    def _read_frame(self, waiting_for: str) -> Any:
-        wait = self.timeout if self._started else max(self.timeout, self.start_timeout)
-        try:
-            raw = self._queue.get(timeout=wait)
-        except queue.Empty:
-            raise AgentError(
-                f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self._tail()}"
-            ) from None
-        if raw is _EOF:
-            code = self._proc.poll()
-            raise AgentError(
-                f"the agent closed stdout (exit code {code}) while waiting for "
-                f"{waiting_for}; stderr: {self._tail()}"
-            )
-        try:
-            frame: Any = json.loads(raw)
-        except ValueError:
-            raise AgentError(f"the agent wrote a non-JSON line to stdout: {raw[:200]!r}") from None
-        self._started = True
-        self.frames.append(frame)
-        obj = as_object(frame)
-        if obj is not None and "method" in obj and obj.get("id") is not None:
-            # A request from the agent to us (permissions, fs…): this client offers none.
-            self._send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": obj["id"],
-                    "error": {"code": -32601, "message": "method not found"},
-                }
-            )
-        return frame
-
-    def request(self, method: str, params: dict[str, Any]) -> int:
-        """Send a request; returns its id."""
-        self._next_id += 1
-        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
-        return self._next_id
-
-    def notify(self, method: str, params: dict[str, Any]) -> None:
-        """Send a notification."""
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    def wait_response(self, request_id: int, method: str) -> dict[str, Any]:
-        """Read frames until the response to ``request_id``; returns it."""
-        while True:
-            frame = as_object(self._read_frame(f"the response to {method} (id {request_id})"))
-            if frame is not None and frame.get("id") == request_id and "method" not in frame:
-                return frame
-
-    def wait_update(self, method: str, request_id: int) -> dict[str, Any] | None:
-        """Read frames until the first ``session/update``; ``None`` if the response came first."""
-        while True:
-            frame = as_object(
-                self._read_frame(f"the first session/update of {method} (id {request_id})")
-            )
-            if frame is not None:
-                if frame.get("method") == "session/update":
-                    return frame
-                if frame.get("id") == request_id and "method" not in frame:
-                    return None
-
-    # --- steps ---------------------------------------------------------------------------------
+    def _response_error(self, method: str, error: dict[str, Any]) -> Exception:
+        return AgentError(f"{method} failed: {json.dumps(error)}; stderr: {self.stderr_tail()}")
 
     def _session(self, step: Step) -> str:
         if not self.session_ids:
             raise AgentError(f"step {step.op} needs a session: add a newSession step before it")
         return self.session_ids[-1]
 
-    def _ok(self, response: dict[str, Any], method: str) -> dict[str, Any]:
-        if "error" in response:
+    def _no_stray_lines(self) -> None:
+        # A line that is not a JSON-RPC frame would corrupt a client reading the agent's stdout.
+        if self.stray_lines:
             raise AgentError(
-                f"{method} failed: {json.dumps(response['error'])}; stderr: {self._tail()}"
+                f"the agent wrote a line to stdout that is not a JSON-RPC frame: "
+                f"{self.stray_lines[0][:200]!r}"
             )
-        result = response.get("result")
-        return result if isinstance(result, dict) else {}  # pyright: ignore
 
     def run_step(self, step: Step) -> None:
         """Drive one ``input.json`` step.
@@ -200,99 +84,45 @@ class AgentProcess:
         Raises:
             AgentError: the agent answered wrongly, or not in time.
         """
-        prompt = [{"type": "text", "text": step.text or ""}]
+        text = step.text or ""
         if step.op == "initialize":
-            rid = self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-            self._ok(self.wait_response(rid, "initialize"), "initialize")
+            self.initialize()
         elif step.op == "newSession":
-            rid = self.request("session/new", {"cwd": str(self.cwd), "mcpServers": []})
-            result = self._ok(self.wait_response(rid, "session/new"), "session/new")
-            sid = result.get("sessionId")
-            if not isinstance(sid, str):
-                raise AgentError(f"session/new returned no sessionId: {json.dumps(result)}")
-            self.session_ids.append(sid)
+            self.new_session(self.cwd)
         elif step.op == "loadSession":
-            sid = self._session(step)
-            rid = self.request(
-                "session/load", {"sessionId": sid, "cwd": str(self.cwd), "mcpServers": []}
-            )
-            self._ok(self.wait_response(rid, "session/load"), "session/load")
+            self.load_session(self._session(step), self.cwd)
         elif step.op == "prompt":
-            rid = self.request(
-                "session/prompt", {"sessionId": self._session(step), "prompt": prompt}
-            )
-            self._ok(self.wait_response(rid, "session/prompt"), "session/prompt")
+            self.prompt(self._session(step), text)
         elif step.op == "promptExpectError":
-            rid = self.request(
-                "session/prompt", {"sessionId": self._session(step), "prompt": prompt}
-            )
-            response = self.wait_response(rid, "session/prompt")
+            response = self.response(self.send_prompt(self._session(step), text))
             if "error" not in response:
                 raise AgentError(
                     f"promptExpectError: session/prompt succeeded but an error "
                     f"response was expected: {json.dumps(response)}"
                 )
         elif step.op == "promptAndCancel":
-            sid = self._session(step)
-            rid = self.request("session/prompt", {"sessionId": sid, "prompt": prompt})
-            if self.wait_update("session/prompt", rid) is None:
+            session_id = self._session(step)
+            request_id = self.send_prompt(session_id, text)
+            if self.next_update(request_id) is None:
                 raise AgentError(
                     "promptAndCancel: the prompt finished before any "
                     "session/update, so there was nothing to cancel"
                 )
-            self.notify("session/cancel", {"sessionId": sid})
-            self._ok(self.wait_response(rid, "session/prompt"), "session/prompt")
+            self.notify("session/cancel", {"sessionId": session_id})
+            self.result(request_id)
         else:  # cancel
             self.notify("session/cancel", {"sessionId": self._session(step)})
+        self._no_stray_lines()
 
     def finish(self) -> int:
-        """Close stdin, drain stdout, wait for the exit; returns the exit code.
+        """Close stdin, read stdout to its end, wait for the exit; returns the exit code.
 
         Raises:
-            AgentError: the agent did not exit in time (it is killed) or wrote bad frames.
+            AgentError: the agent did not exit in time (it is killed) or wrote bad lines.
         """
-        if self._proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self._proc.stdin.close()
-        while True:
-            try:
-                raw = self._queue.get(timeout=self.timeout)
-            except queue.Empty:
-                self.kill()
-                raise AgentError(
-                    f"the agent did not exit within {self.timeout:g}s after stdin "
-                    f"closed; stderr: {self._tail()}"
-                ) from None
-            if raw is _EOF:
-                break
-            try:
-                self.frames.append(json.loads(raw))
-            except ValueError:
-                raise AgentError(
-                    f"the agent wrote a non-JSON line to stdout: {raw[:200]!r}"
-                ) from None
-        try:
-            code = self._proc.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AgentError(
-                f"the agent did not exit within {self.timeout:g}s after stdin "
-                f"closed; stderr: {self._tail()}"
-            ) from None
-        for thread in self._threads:
-            thread.join(timeout=self.timeout)
+        code = super().finish()
+        self._no_stray_lines()
         return code
-
-    def kill(self) -> None:
-        """Kill the process (idempotent) and close its pipes."""
-        if self._proc.poll() is None:
-            self._proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=5)
-        for pipe in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
 
 
 def base_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -301,6 +131,4 @@ def base_env(extra: Mapping[str, str]) -> dict[str, str]:
     A scenario must not depend on what the caller happens to have exported, and a replay must
     never see a real key.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
-    env.update(extra)
-    return env
+    return testing.agent_environment(extra)

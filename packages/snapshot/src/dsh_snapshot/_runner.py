@@ -394,10 +394,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                 code = agent.finish()
             finally:
                 agent.kill()
-        exit_failure = (
-            f"the agent exited with code {code}; stderr: "
-            f"{agent.stderr.strip()[-1500:] or '(empty)'}"
-        )
+        exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         texts = harvest(root, options.composition)
         result.sessions = len(texts)
         cwds, ids = log_cwds_and_ids((str(root), t) for t in texts)
