@@ -34,10 +34,17 @@ def sync(session: nox.Session, *groups: str, package: str | None = None) -> None
 
 
 @nox.session(python=PYTHON)
-def tests(session: nox.Session) -> None:
-    """Run the unit, conformance, crash, end-to-end and corpus tests in parallel."""
-    sync(session, "test")
-    session.run("pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+@nox.parametrize("package", [*PACKAGES, "workspace"])
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's tests in an environment holding only it and what it declares."""
+    # "workspace" is the cross-package tests/ folder, which needs every member.
+    if package == "workspace":
+        sync(session, "test")
+        target = "tests"
+    else:
+        sync(session, "test", package=f"dsh-{package}")
+        target = f"packages/{package}"
+    session.run("pytest", "-n", "auto", "--dist", "loadgroup", target, *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -1,10 +1,10 @@
-"""Every upstream recording (June-2026 and head eras) reads through the log reader and the
-JSONL store's reader; the fork children carry a seedLength that ends on the parent's turn."""
+"""Every upstream recording (June-2026 and head eras) reads through the log readers; the fork
+children carry a seedLength that ends on the parent's turn. (The JSONL store's reader is checked
+on the same corpus in dsh-persistence-jsonl's tests.)"""
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,42 +64,6 @@ def test_every_recording_reads_through_the_log_reader(
     record_property("corpus_events", events)
     print(f"upstream corpus: {len(corpus_files)} files, {events} logical events, eras {eras}")
     assert set(eras) >= {"june", "head"}
-
-
-def test_every_recording_loads_through_the_jsonl_store(
-    corpus: Path, corpus_files: list[Path], tmp_path: Path, record_property: Record
-) -> None:
-    jsonl = pytest.importorskip("dsh_persistence_jsonl", reason="dsh-persistence-jsonl absent")
-    events = 0
-    closed = 0
-    for index, path in enumerate(corpus_files):
-        expected = _read(path)
-        # a root of its own per recording: several recordings share a session id
-        root = tmp_path / str(index)
-        root.mkdir()
-        copy = root / f"{expected.header.id}.jsonl"
-        shutil.copyfile(path, copy)
-        store = jsonl.JsonlSessionStore(root)
-        loaded: SessionLog = store.load(expected.header.id)
-        assert loaded.header == expected.header
-        n = len(expected.events)
-        assert [dumps_event(e) for e in loaded.events[:n]] == [
-            dumps_event(e) for e in expected.events
-        ], path
-        extra = loaded.events[n:]
-        if extra:  # a recording that stops mid-turn: the view closes it
-            assert extra[-1].type == "turn/end", path
-            assert extra[-1].data["reason"] == {"kind": "interrupted"}
-            closed += 1
-        assert [h.id for h in store.list_sessions()] == [expected.header.id]
-        assert copy.read_bytes() == path.read_bytes()  # loading wrote nothing
-        events += n
-    record_property("corpus_store_files", len(corpus_files))
-    record_property("corpus_store_events", events)
-    print(
-        f"upstream corpus via JsonlSessionStore: {len(corpus_files)} files, {events} "
-        f"logical events, {closed} ending mid-turn"
-    )
 
 
 @pytest.mark.parametrize("child", FORK_CHILDREN)
