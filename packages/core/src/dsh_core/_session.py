@@ -7,11 +7,11 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from dsh_core._errors import SeqError
 from dsh_core._events import Event, SessionHeader, step_end, tool_result, turn_end
-from dsh_core._logformat import SessionLog
+from dsh_core._logformat import SessionLog, _is_int
 
 __all__ = [
     "CreateOptions",
@@ -219,10 +219,6 @@ class Session:
             finally:
                 self._closed = True
                 self._writer.close()
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def completed_turn_prefix(events: Sequence[Event]) -> list[Event]:
