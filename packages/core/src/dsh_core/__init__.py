@@ -73,6 +73,14 @@ from dsh_core._model import (
     ToolSpec,
     UserMessage,
 )
+from dsh_core._sandbox import (
+    SandboxMechanisms,
+    SandboxSettings,
+    SandboxUnavailableError,
+    ToolSandbox,
+    is_secret_name,
+    tool_environment,
+)
 from dsh_core._session import (
     CreateOptions,
     Session,
@@ -169,4 +177,11 @@ __all__ = [
     "TurnOutcome",
     "messages_from_events",
     "next_turn_number",
+    # tool environment and sandbox
+    "SandboxMechanisms",
+    "SandboxSettings",
+    "SandboxUnavailableError",
+    "ToolSandbox",
+    "is_secret_name",
+    "tool_environment",
 ]
