@@ -20,7 +20,9 @@ from dsh_core._errors import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
     StoreVersionError,
 )
@@ -49,6 +51,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
     SessionLog,
@@ -139,6 +142,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "WriterLock",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -164,7 +168,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
     # agent loop, built-in tools, message view
