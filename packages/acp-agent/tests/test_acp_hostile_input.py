@@ -90,7 +90,7 @@ def test_lines_within_the_limit_pass_untouched() -> None:
 
 
 @pytest.mark.e2e
-def test_session_new_refuses_bad_cwds_and_extra_dirs_and_unknown_notifications_are_quiet(
+def test_bad_cwds_extra_dirs_and_ids_are_refused_and_unknown_notifications_are_quiet(
     agent_run: AgentRun, tmp_path: Path
 ) -> None:
     a_file = tmp_path / "a-file"
@@ -108,6 +108,11 @@ def test_session_new_refuses_bad_cwds_and_extra_dirs_and_unknown_notifications_a
         _frame(None, "session/cancel", {}),  # known method, bad params
         _frame(None, "$/cancel_request", {"id": 3}),
         _frame(30, "session/new", {"cwd": str(agent_run.workspace), "mcpServers": []}),
+        _frame(
+            40,
+            "session/load",
+            {"sessionId": "../escape", "cwd": str(agent_run.workspace), "mcpServers": []},
+        ),
     ]
     done = subprocess.run(
         [sys.executable, "-m", "dsh_acp_agent"],
@@ -132,5 +137,8 @@ def test_session_new_refuses_bad_cwds_and_extra_dirs_and_unknown_notifications_a
         "message": "Invalid params: additionalDirectories is not supported",
     }
     assert "sessionId" in by_id[30]["result"]
+    refused = by_id[40]["error"]
+    assert (refused["code"], refused["data"]) == (-32602, {"sessionId": "../escape"})
+    assert refused["message"].startswith(f"Invalid params: {agent_run.sessions_root}: field 'id'")
     # Only the one accepted session was created.
     assert len(list(agent_run.sessions_root.glob("*.jsonl"))) == 1

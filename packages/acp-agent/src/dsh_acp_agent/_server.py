@@ -31,6 +31,7 @@ from dsh_core import (
     Event,
     Session,
     SessionBusyError,
+    SessionIdError,
     SessionMeta,
     SessionNotFoundError,
     SessionStore,
@@ -162,7 +163,10 @@ class AcpServer:
                 f"Invalid params: cwd must be an absolute path to an existing directory, "
                 f"got {cwd!r}",
             )
-        session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+        try:
+            session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+        except DshError as exc:
+            raise ProtocolError(-32603, f"Internal error: cannot create a session: {exc}") from exc
         self._sessions[session.id] = _LiveSession(session)
         return {"sessionId": session.id}
 
@@ -173,6 +177,10 @@ class AcpServer:
                 session = self.store.resume(session_id)
             except SessionNotFoundError:
                 raise _unknown_session(session_id) from None
+            except SessionIdError as exc:
+                raise ProtocolError(
+                    -32602, f"Invalid params: {exc}", {"sessionId": session_id}
+                ) from None
             except SessionBusyError as exc:
                 raise ProtocolError(
                     -32603,
