@@ -258,7 +258,9 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
     assert "PATH=" in text
     assert "DEEPSEEK" not in text
     assert "TOKEN" not in text
-    assert "HOME=/tmp/dsh-tool-" in text  # a private home, removed at exit
+    [home] = [line[5:] for line in text.splitlines() if line.startswith("HOME=")]
+    assert Path(home).parent.name.startswith("dsh-tool-")
+    assert not Path(home).exists()  # the private home went with the agent
     assert "escaped': Permission denied" in text
     assert not (outside / "escaped").exists()
     assert text.endswith("end\n")
