@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import upstream_corpus
-from dsh_snapshot import Allowances, RunOptions, load_scenario, run_scenario
+from dsh_snapshot import Allowances, RunOptions, WarmAgents, load_scenario, run_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -149,8 +149,9 @@ def test_upstream_folder_replays_with_only_the_documented_allowances() -> None:
     assert fields == {"result.agentInfo.name", "origin"}, strict.failures
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_replayed_commands_run_sandboxed_without_network(
-    scenario_copy: Callable[[str], Path], tmp_path: Path
+    scenario_copy: Callable[[str], Path], tmp_path: Path, warm: bool
 ) -> None:
     # A scenario whose recorded command writes outside the run and calls a loopback server:
     # in replay the write is refused, the server is unreachable, and only the output differs.
@@ -164,7 +165,9 @@ def test_replayed_commands_run_sandboxed_without_network(
         text = log.read_text(encoding="utf-8")
         assert text.count('\\"echo SNAPSH') == 4  # the delta, block-end, tool/call, message
         log.write_text(text.replace('\\"echo SNAPSH', f'\\"{hostile}'), encoding="utf-8")
-        result = run_scenario(load_scenario(folder))
+        # Warm: the agent is forked from a pre-imported server; its bash is confined the same.
+        with WarmAgents(1) as agents:
+            result = run_scenario(load_scenario(folder), agents=agents if warm else None)
     assert not (outside / "escaped").exists()
     shown = "\n".join(str(d) for d in result.differences)
     assert f"touch: cannot touch '{outside}/escaped': Permission denied" in shown

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
 from dsh_core import Chunk, SessionLog, Usage, read_log_text
 
 __all__ = [
@@ -78,6 +79,8 @@ class AgentProcess:
         timeout: seconds any single wait (the next frame, the exit) may take.
         start_timeout: seconds the first frame may take (interpreter start-up and imports are
             slow on a loaded machine, and are not what ``timeout`` is about).
+        fork_server: start the agent as a child forked from this warm server instead of a
+            fresh interpreter (see :class:`dsh_acp_agent.AgentForkServer`).
 
     Attributes:
         process: the subprocess.
@@ -94,6 +97,7 @@ class AgentProcess:
         *,
         timeout: float = _WAIT_S,
         start_timeout: float = _WAIT_S,
+        fork_server: AgentForkServer | None = None,
     ) -> None:
         argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
         self.timeout = timeout
@@ -108,14 +112,19 @@ class AgentProcess:
         self._eof = False
         self._arrived = threading.Condition()
         self._write_lock = threading.Lock()
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            cwd=cwd,
-        )
+        self.process: subprocess.Popen[bytes] | ForkedAgent
+        if fork_server is not None:
+            # Warm: a fresh child forked from a pre-imported agent (``command`` is not used).
+            self.process = fork_server.spawn(cwd, env, timeout=max(timeout, start_timeout))
+        else:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env),
+                cwd=cwd,
+            )
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),
             threading.Thread(target=self._read_stderr, daemon=True),

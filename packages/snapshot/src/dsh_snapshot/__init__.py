@@ -43,8 +43,10 @@ from dsh_snapshot._scenario import (
     discover,
     load_scenario,
 )
+from dsh_snapshot._warm import COLD_ENV, WarmAgents
 
 __all__ = [
+    "COLD_ENV",
     "CWD",
     "SESSION_ID",
     "UPSTREAM_ALLOWANCES",
@@ -64,6 +66,7 @@ __all__ = [
     "SnapshotMeta",
     "Step",
     "TurnSeen",
+    "WarmAgents",
     "apply_allowances",
     "discover",
     "first_difference",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_acp_agent import testing
+from dsh_acp_agent import AgentForkServer, testing
 from dsh_core import DshError
 from dsh_snapshot._scenario import Step
 
@@ -51,12 +51,25 @@ class AgentProcess(testing.AgentProcess):
         env: the complete environment of the process (see :func:`base_env`).
         timeout: seconds any single wait (a frame, the exit) may take.
         start_timeout: seconds the first frame may take.
+        fork_server: fork the agent from this warm server instead of starting an interpreter.
     """
 
     def __init__(
-        self, cwd: Path, env: Mapping[str, str], timeout: float, start_timeout: float = 120.0
+        self,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout: float,
+        start_timeout: float = 120.0,
+        fork_server: AgentForkServer | None = None,
     ) -> None:
-        super().__init__(env, cwd, agent_command(), timeout=timeout, start_timeout=start_timeout)
+        super().__init__(
+            env,
+            cwd,
+            agent_command(),
+            timeout=timeout,
+            start_timeout=start_timeout,
+            fork_server=fork_server,
+        )
         self.cwd = cwd
 
     def _error(self, message: str) -> Exception:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
 from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._warm import WarmAgents
 
 __all__ = ["jobs_from", "print_results", "run_many", "run_proof", "summary_line"]
 
@@ -32,17 +33,22 @@ def run_many(
 ) -> list[ScenarioResult]:
     """Run every (scenario, composition) pair; results in input order.
 
-    Threads suffice: each run's work happens in its own agent subprocess.
+    Threads suffice: each run's work happens in its own agent subprocess, forked from one warm
+    agent per worker unless ``options.cold``.
     """
     pairs = [
         (s, replace(options, composition=cast(Composition, c)))
         for s in scenarios
         for c in s.compositions(compositions)
     ]
-    if jobs <= 1 or len(pairs) <= 1:
-        return [run_scenario(s, o) for s, o in pairs]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(run_scenario, [s for s, _ in pairs], [o for _, o in pairs]))
+    jobs = min(jobs, max(len(pairs), 1))
+    with WarmAgents(jobs) as warm:
+        agents = None if options.cold else warm
+        if jobs <= 1:
+            return [run_scenario(s, o, agents) for s, o in pairs]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            runs = [s for s, _ in pairs], [o for _, o in pairs], [agents] * len(pairs)
+            return list(pool.map(run_scenario, *runs))
 
 
 def summary_line(results: Iterable[ScenarioResult]) -> str:

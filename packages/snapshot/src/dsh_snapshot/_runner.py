@@ -34,6 +34,7 @@ from dsh_snapshot._normalize import (
     parse_jsonl,
 )
 from dsh_snapshot._scenario import META_FILE, Scenario, SnapshotMeta, render_meta
+from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
     "Check",
@@ -70,6 +71,8 @@ class RunOptions:
         allowances: deliberate differences from the fixtures to forgive; ``None`` means none
             for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
             ``snapshot.yml``), as COMPATIBILITY.md lists them.
+        cold: a batch starts every agent as a fresh interpreter instead of forking it from a
+            warm, pre-imported one (:class:`dsh_snapshot._warm.WarmAgents`).
     """
 
     mode: Mode = "replay"
@@ -79,6 +82,7 @@ class RunOptions:
     api_key: str | None = None
     check: Check = "fixtures"
     allowances: Allowances | None = None
+    cold: bool = False
 
 
 @dataclass(slots=True)
@@ -335,16 +339,19 @@ def _compare(
 # --- the run ------------------------------------------------------------------------------------
 
 
-def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> ScenarioResult:
+def run_scenario(
+    scenario: Scenario, options: RunOptions | None = None, agents: WarmAgents | None = None
+) -> ScenarioResult:
     """Run one scenario through the real agent and compare (or write) its fixtures.
 
+    The agent is forked from one of ``agents`` when given, else started as a fresh interpreter.
     Never raises for a scenario problem: everything that went wrong is in the result.
     """
     options = options or RunOptions()
     result = ScenarioResult(scenario, options)
     started = time.perf_counter()
     try:
-        _run(scenario, options, result)
+        _run(scenario, options, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
     result.seconds = time.perf_counter() - started
@@ -352,7 +359,9 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
     return result
 
 
-def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> None:
+def _run(
+    scenario: Scenario, options: RunOptions, result: ScenarioResult, agents: WarmAgents | None
+) -> None:
     if options.mode == "replay":
         result.failures.extend(str(f) for f in scan_folder(scenario.path))
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
@@ -392,7 +401,8 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                 for name in ("DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL"):
                     if os.environ.get(name):
                         env[name] = os.environ[name]
-            agent = AgentProcess(cwd, base_env(env), options.timeout)
+            server = stack.enter_context(agents.lease()) if agents is not None else None
+            agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)

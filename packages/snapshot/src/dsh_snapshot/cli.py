@@ -20,6 +20,7 @@ from rich.table import Table
 from dsh_snapshot._batch import jobs_from, print_results, run_many, run_proof
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scenario import Scenario, ScenarioError, discover
+from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
 
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
             type=float,
             default=60.0,
             help="seconds any single wait for the agent may take (default 60)",
+        )
+        cmd.add_argument(
+            "--cold",
+            action="store_true",
+            default=cold_by_default(),
+            help="start every agent as a fresh interpreter instead of forking it from a warm, "
+            f"pre-imported one per worker (default: warm; {COLD_ENV}=1 makes cold the default)",
         )
         if name == "replay":
             cmd.add_argument(
@@ -119,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     jobs = jobs_from(cast(str, args.jobs))
     timeout = cast(float, args.timeout)
+    cold = cast(bool, args.cold)
     if command == "proof":
-        return 0 if run_proof(console, scenarios, RunOptions(timeout=timeout), jobs) else 1
+        proof = RunOptions(timeout=timeout, cold=cold)
+        return 0 if run_proof(console, scenarios, proof, jobs) else 1
     mode: Mode = cast(Mode, command)
     api_key = None
     compositions: list[Composition] = ["jsonl"]
@@ -146,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         compositions = cast(list[Composition], names)
-    options = RunOptions(mode=mode, timeout=timeout, api_key=api_key)
+    options = RunOptions(mode=mode, timeout=timeout, api_key=api_key, cold=cold)
     results = run_many(scenarios, options, compositions, jobs)
     print_results(console, results, f"dsh-snapshot {command}")
     return 0 if all(r.ok for r in results) else 1

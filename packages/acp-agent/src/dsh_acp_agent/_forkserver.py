@@ -1,0 +1,326 @@
+"""A warm agent: one pre-imported parent that forks a fresh agent process per run.
+
+Starting ``dsh-acp-agent`` costs an interpreter start and the imports of the ``acp`` schema,
+pydantic, httpx and the stores: hundreds of milliseconds of CPU per process, against a few
+milliseconds for the run itself. :class:`AgentForkServer` pays that once. It starts a server
+process (``python -m dsh_acp_agent._forkserver``) that imports the agent and then waits; each
+:meth:`AgentForkServer.spawn` hands it three pipe ends over a Unix socket (``SCM_RIGHTS``), and
+the server forks a child that makes them its stdin, stdout and stderr, enters the requested
+cwd, replaces its whole environment and runs the agent's ``main`` — a process of its own, as
+fresh as a cold start except for the modules already imported (which nothing mutates before
+the fork: the server runs no agent code itself).
+
+The server is single-threaded (``fork`` is only safe then) and serves one child at a time: a
+gate keeps one server per worker. It reaps its child through a pidfd, so a kill it is asked for
+can never hit a reused pid. :class:`ForkedAgent` is the client's handle on a child, shaped like
+the parts of :class:`subprocess.Popen` a driver uses (``stdin``/``stdout``/``stderr``,
+``pid``, ``poll``, ``wait``, ``kill``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, cast
+
+__all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
+
+AGENT_ENTRY = "dsh_acp_agent._main:main"
+"""What a forked child runs: ``module:function``, called with no arguments."""
+PRELOAD = ("dsh_acp_agent._main", "dsh_llm_replay")
+"""What the server imports before it forks (everything a replayed run needs)."""
+
+_MESSAGE_LIMIT = 1 << 20  # one request: the environment and a cwd
+
+
+class ForkServerError(OSError):
+    """The fork server did not start, answer or stay alive."""
+
+
+# --- the client side --------------------------------------------------------------------------
+
+
+class ForkedAgent:
+    """One agent child of a fork server, driven like a :class:`subprocess.Popen`.
+
+    Attributes:
+        pid: the child's process id.
+        stdin: its stdin (write end, binary, buffered).
+        stdout: its stdout (read end, binary, buffered).
+        stderr: its stderr (read end, binary, buffered).
+        returncode: the exit code once known (negative: killed by that signal), else ``None``.
+        cpu_seconds: the CPU time (user + system) the child and its reaped children used, once
+            it has ended.
+        maxrss_kb: the child's peak resident memory in KiB, once it has ended.
+    """
+
+    def __init__(self, server: AgentForkServer, pid: int, pipes: tuple[int, int, int]) -> None:
+        self._server = server
+        self.pid = pid
+        self.stdin: IO[bytes] = open(pipes[0], "wb")  # noqa: SIM115 - closed by the driver
+        self.stdout: IO[bytes] = open(pipes[1], "rb")  # noqa: SIM115
+        self.stderr: IO[bytes] = open(pipes[2], "rb")  # noqa: SIM115
+        self.returncode: int | None = None
+        self.cpu_seconds = 0.0
+        self.maxrss_kb = 0
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        """The exit code if the child has ended, else ``None`` (never blocks)."""
+        return self._collect(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to end; its exit code.
+
+        Raises:
+            subprocess.TimeoutExpired: it did not end within ``timeout`` seconds.
+        """
+        code = self._collect(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"forked agent {self.pid}", timeout or 0.0)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        """Signal the child unless it has ended (its parent signals it: the pid is not reused)."""
+        with self._lock:
+            if self.returncode is None:
+                with contextlib.suppress(OSError):
+                    self._server.sock.send(json.dumps({"signal": int(signum)}).encode())
+
+    def kill(self) -> None:
+        """SIGKILL the child unless it has ended."""
+        self.send_signal(signal.SIGKILL)
+
+    def _collect(self, timeout: float | None) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                message = self._server.receive(timeout)
+                if message is not None:
+                    self.returncode = int(message.get("exit", -signal.SIGKILL))
+                    self.cpu_seconds = float(message.get("cpu", 0.0))
+                    self.maxrss_kb = int(message.get("maxrss_kb", 0))
+                    self._server.busy = False
+            return self.returncode
+
+
+class AgentForkServer:
+    """A pre-imported agent parent that forks one fresh agent process per :meth:`spawn`.
+
+    Args:
+        start_timeout: seconds the server may take to import the agent and say it is ready.
+        entry: ``module:function`` each child runs (the agent's ``main``; tests give a probe).
+        preload: modules imported before any fork.
+        env: the server's own environment (default: this process's); each child gets the
+            environment passed to :meth:`spawn` instead.
+    """
+
+    def __init__(
+        self,
+        start_timeout: float = 120.0,
+        *,
+        entry: str = AGENT_ENTRY,
+        preload: Sequence[str] = PRELOAD,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.busy = False
+        config = json.dumps({"fd": theirs.fileno(), "entry": entry, "preload": list(preload)})
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "dsh_acp_agent._forkserver", config],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env=dict(os.environ if env is None else env),
+            )
+        finally:
+            theirs.close()
+        try:
+            ready = self.receive(start_timeout)
+        except (ForkServerError, ValueError):
+            ready = None
+        if ready is None or not ready.get("ready"):
+            self.process.kill()
+            self.close()
+            raise ForkServerError(
+                f"the agent fork server did not start within {start_timeout:g}s "
+                f"(exit code {self.process.poll()}); its stderr is this process's"
+            )
+
+    def receive(self, timeout: float | None) -> dict[str, Any] | None:
+        """The server's next message, or ``None`` if none came within ``timeout`` seconds.
+
+        Raises:
+            ForkServerError: the server has gone away.
+        """
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        if not ready:
+            return None
+        data = self.sock.recv(_MESSAGE_LIMIT)
+        if not data:
+            raise ForkServerError(
+                f"the agent fork server (pid {self.process.pid}) went away "
+                f"(exit code {self.process.poll()})"
+            )
+        return cast(dict[str, Any], json.loads(data))
+
+    def spawn(self, cwd: Path, env: Mapping[str, str], timeout: float = 60.0) -> ForkedAgent:
+        """Fork a fresh agent in ``cwd`` with exactly ``env``; its handle.
+
+        Raises:
+            ForkServerError: the server is still running a child, or did not answer.
+        """
+        if self.busy:
+            raise ForkServerError("the fork server is still running a child: wait for it first")
+        ours: list[int] = []
+        theirs: list[int] = []
+        for child_reads in (True, False, False):
+            read_end, write_end = os.pipe()
+            ours.append(write_end if child_reads else read_end)
+            theirs.append(read_end if child_reads else write_end)
+        try:
+            request = json.dumps({"cwd": str(cwd), "env": dict(env)}).encode()
+            socket.send_fds(self.sock, [request], theirs)
+        except OSError as exc:
+            for fd in ours:
+                os.close(fd)
+            raise ForkServerError(
+                f"the agent fork server (pid {self.process.pid}) is gone: {exc}"
+            ) from exc
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        answer = self.receive(timeout)
+        if answer is None or "pid" not in answer:
+            for fd in ours:
+                os.close(fd)
+            raise ForkServerError(f"the fork server did not fork: {answer or 'no answer'}")
+        self.busy = True
+        return ForkedAgent(self, int(answer["pid"]), (ours[0], ours[1], ours[2]))
+
+    def close(self) -> None:
+        """Stop the server (a running child is killed first) and reap it."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> AgentForkServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+# --- the server side --------------------------------------------------------------------------
+
+
+def _resolve(entry: str) -> Any:
+    module, _, function = entry.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _child(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, str], entry: str) -> None:
+    """In the forked child: become a fresh agent process; never returns."""
+    code = 70  # EX_SOFTWARE: the child could not even start the agent
+    try:
+        sock.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        tempfile.tempdir = None  # recomputed from this child's TMPDIR, not the server's
+        sys.argv = ["dsh-acp-agent"]
+        _resolve(entry)()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # reported on the child's stderr, then the child exits
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)  # no atexit handlers or finalizers of the server's state
+
+
+def _run_child(sock: socket.socket, pid: int) -> bool:
+    """Wait for ``pid`` (killing it when asked); report its exit. False: the client is gone."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        alive = True
+        while True:
+            ready, _, _ = select.select([sock, pidfd], [], [])
+            if pidfd in ready:
+                break
+            data = sock.recv(_MESSAGE_LIMIT)
+            # Not yet reaped: the pid is still this child. A client gone kills it.
+            signum = int(json.loads(data).get("signal", signal.SIGKILL)) if data else signal.SIGKILL
+            os.kill(pid, signum)
+            alive = alive and bool(data)
+    finally:
+        os.close(pidfd)
+    _, status, usage = os.wait4(pid, 0)
+    if alive:
+        cpu = usage.ru_utime + usage.ru_stime
+        exit_code = os.waitstatus_to_exitcode(status)
+        report = {"exit": exit_code, "cpu": cpu, "maxrss_kb": usage.ru_maxrss}
+        sock.send(json.dumps(report).encode())
+    return alive
+
+
+def serve(sock: socket.socket, entry: str) -> None:
+    """Fork one child per request until the client closes the socket."""
+    sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    while True:
+        data, fds, _, _ = socket.recv_fds(sock, _MESSAGE_LIMIT, 3)
+        if not data:
+            return
+        request = json.loads(data)
+        if "cwd" not in request:
+            for fd in fds:  # a late signal for a child already reaped: nothing to do
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            _child(sock, fds, request["cwd"], request["env"], entry)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        if not _run_child(sock, pid):
+            return
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m dsh_acp_agent._forkserver CONFIG``: import, say ready, serve."""
+    config = json.loads(argv[0])
+    sock = socket.socket(fileno=int(config["fd"]))
+    for module in config["preload"]:
+        importlib.import_module(module)
+    _resolve(config["entry"])  # fail here, once, rather than in every child
+    serve(sock, str(config["entry"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,46 @@
+"""A stand-in for the agent's ``main`` in forked children: it mutates, or reports, process state.
+
+Run by :class:`dsh_acp_agent.AgentForkServer` (``entry="fork_probe:main"``) from the isolation
+tests. It reads one word on stdin: ``mutate`` changes module state the server imported, the
+environment, the cwd, the temp dir and ``sys.modules``; ``report`` only reports. Either way it
+prints what it sees as one JSON line before exiting with code 7.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+import dsh_acp_agent._server as server_module
+
+mutations = 0
+"""Module state of this (pre-imported) module: bumped by ``mutate``."""
+
+
+def _state() -> dict[str, object]:
+    return {
+        "pid": os.getpid(),
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "protocol_version": server_module.PROTOCOL_VERSION,
+        "counter": mutations,
+        "leaked_module": "fork_probe_leak" in sys.modules,
+        "tempdir": tempfile.gettempdir(),
+    }
+
+
+def main() -> None:
+    global mutations  # noqa: PLW0603 - mutating module state is the point
+    word = sys.stdin.readline().strip()
+    if word == "mutate":
+        mutations += 1
+        server_module.PROTOCOL_VERSION = 99
+        os.environ["PROBE_LEAK"] = "leaked"
+        os.chdir("/")
+        sys.modules["fork_probe_leak"] = sys.modules[__name__]
+        tempfile.tempdir = "/leaked-tmp"
+    print(json.dumps(_state()), flush=True)
+    print(f"probe {word} done", file=sys.stderr, flush=True)
+    raise SystemExit(7)

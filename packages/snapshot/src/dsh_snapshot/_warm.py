@@ -1,0 +1,110 @@
+"""Warm agents for a batch of runs: one fork server per worker, started on first use.
+
+A cold run starts a fresh interpreter that imports the whole agent; a warm run forks a fresh
+process from a server that has imported it once (:class:`dsh_acp_agent.AgentForkServer`).
+Either way every scenario runs in its own process with its own pipes, cwd, environment and
+temporary home. ``--cold`` (or ``DSH_SNAPSHOT_COLD=1``) keeps the fresh-interpreter path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections.abc import Generator
+
+from dsh_acp_agent import AgentForkServer, ForkServerError
+
+__all__ = ["COLD_ENV", "WarmAgents", "cold_by_default"]
+
+COLD_ENV = "DSH_SNAPSHOT_COLD"
+"""Set to ``1``/``true`` to make the fresh-interpreter path the default of every batch."""
+
+
+def cold_by_default() -> bool:
+    """Whether ``DSH_SNAPSHOT_COLD`` asks for the fresh-interpreter path."""
+    return os.environ.get(COLD_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+class WarmAgents:
+    """Up to ``size`` fork servers, each lent to one run at a time.
+
+    Args:
+        size: how many runs may hold a server at once (the number of worker threads).
+        start_timeout: seconds a server may take to import the agent.
+    """
+
+    def __init__(self, size: int, start_timeout: float = 120.0) -> None:
+        self._size = max(size, 1)
+        self._start_timeout = start_timeout
+        self._idle: queue.SimpleQueue[AgentForkServer] = queue.SimpleQueue()
+        self._all: list[AgentForkServer] = []
+        self._count = 0  # servers started or starting
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def lease(self) -> Generator[AgentForkServer, None, None]:
+        """A server for one run; it goes back to the pool afterwards unless it broke.
+
+        Raises:
+            ForkServerError: a server could not be started.
+        """
+        server = self._take()
+        broken = False
+        try:
+            yield server
+        except ForkServerError:
+            broken = True
+            raise
+        finally:
+            if broken or server.process.poll() is not None:
+                self._discard(server)
+            else:
+                self._idle.put(server)
+
+    def _take(self) -> AgentForkServer:
+        if self._closed:
+            raise ForkServerError("the warm agents are closed")
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if self._closed:
+                raise ForkServerError("the warm agents are closed")
+            start = self._count < self._size
+            self._count += start
+        if not start:
+            return self._idle.get()  # every server exists: wait for one to come back
+        try:
+            server = AgentForkServer(self._start_timeout)
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+            raise
+        with self._lock:
+            self._all.append(server)
+        return server
+
+    def _discard(self, server: AgentForkServer) -> None:
+        with self._lock:
+            if server in self._all:
+                self._all.remove(server)
+                self._count -= 1
+        server.close()
+
+    def close(self) -> None:
+        """Stop every server (idempotent)."""
+        with self._lock:
+            self._closed = True
+            servers, self._all = self._all, []
+        for server in servers:
+            server.close()
+
+    def __enter__(self) -> WarmAgents:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
