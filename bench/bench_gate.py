@@ -1,7 +1,7 @@
 """Snapshot gate benchmark (issue #4): per-scenario wall time and the parallel speed-up.
 
 Targets (benchmarked, not asserted): replaying one scenario takes at most 3x the start-up time
-of a bare ``python -c "import dsh_acp_agent"`` (the floor: every scenario starts one agent
+of a bare ``python -c "import dsh_acp_agent._main"`` (the floor: every scenario starts one agent
 process), and the whole gate under ``pytest -n 2`` is at least 1.6x faster than ``-n 0``.
 """
 
@@ -23,11 +23,11 @@ SPEEDUP_TARGET = 1.6
 
 
 def startup_seconds(runs: int) -> float:
-    """Median wall time of a bare ``python -c "import dsh_acp_agent"``."""
+    """Median wall time of ``python -c "import dsh_acp_agent._main"`` (what serving imports)."""
     times: list[float] = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import dsh_acp_agent"], check=True)
+        subprocess.run([sys.executable, "-c", "import dsh_acp_agent._main"], check=True)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -89,7 +89,7 @@ def run(quick: bool) -> str:
     lines = [
         "## Snapshot gate",
         "",
-        f'Bare start-up floor (`python -c "import dsh_acp_agent"`, median of '
+        f'Bare start-up floor (`python -c "import dsh_acp_agent._main"`, median of '
         f"{3 if quick else 7}): **{floor:.2f} s**. Each scenario below is one replay through "
         f"the real agent subprocess (JSONL, median of {repeats}), including the key scan, "
         "harvest, normalisation, comparison and the consumption check.",

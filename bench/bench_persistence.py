@@ -1,10 +1,14 @@
-"""Persistence benchmark (issue #2 item 7): append throughput, load time and load memory.
+"""Persistence benchmark (issue #2 item 7, #11): append throughput, load time and load memory.
 
 For each backend a ~100,000-event session is appended one turn-sized batch at a time (each
 batch one durable commit: fsync on), then loaded several times. Beside the load time stands
 the floor: plain ``json.loads`` of every line of the same log's JSONL bytes (decode, split,
 parse), the least any loader of this format must do. Targets: load within 3x the floor, and
 the ``tracemalloc`` peak while loading under 4x the file size.
+
+The append anchor (issue #11): OpenAI Agents' ``SQLiteSession.add_items`` (WAL, its default
+``synchronous``, one commit per call) appending the same events, as JSON objects, one batch per
+call, timed in the same run. Target: each backend appends at least 2x as many events per second.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dsh_core.testing import synthetic_turn
 SESSION_ID = "bench-session"
 LOAD_TARGET = 3.0
 MEMORY_TARGET = 4.0
+APPEND_TARGET = 2.0
 MIN_BATCH = 40  # synthetic turns are 12-33 events; group them into realistic 40-65 event turns
 
 
@@ -38,6 +43,29 @@ class Backend:
     open: Callable[[Path], SessionStore]
     files: Callable[[Path], list[Path]]
     jsonl_text: Callable[[SessionStore, Path], str]
+
+
+def anchor_events_per_second(plan: list[list[Event]]) -> float:
+    """``SQLiteSession.add_items`` of the same batches (as JSON objects) into a file: events/s."""
+    import asyncio  # noqa: PLC0415 - the anchor's API is async
+
+    from agents.memory import SQLiteSession  # noqa: PLC0415 - bench group only
+
+    items: list[list[Any]] = [[event.to_json() for event in batch] for batch in plan]
+
+    async def append(path: Path) -> float:
+        session = SQLiteSession(SESSION_ID, path)
+        try:
+            started = time.perf_counter()
+            for batch in items:
+                await session.add_items(batch)
+            return time.perf_counter() - started
+        finally:
+            session.close()
+
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-anchor-") as tmp_name:
+        seconds = asyncio.run(append(Path(tmp_name) / "anchor.sqlite3"))
+    return sum(len(batch) for batch in plan) / seconds
 
 
 @dataclass(slots=True)
@@ -186,7 +214,7 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-def render(results: list[Result], missing: list[str], quick: bool) -> str:
+def render(results: list[Result], missing: list[str], quick: bool, anchor: float | None) -> str:
     """The Markdown section."""
     lines = [
         "## Persistence (`bench/bench_persistence.py`)\n",
@@ -227,6 +255,19 @@ def render(results: list[Result], missing: list[str], quick: bool) -> str:
                 f"{_verdict(mem_ratio < MEMORY_TARGET)} |"
             )
     lines.append("")
+    if anchor is None:
+        lines.append("- Append anchor: not measured (`openai-agents` is not installed here).")
+    else:
+        lines.append(
+            f"- Append anchor, same batches in the same run: OpenAI Agents' "
+            f"`SQLiteSession.add_items` (one call per batch, WAL) **{anchor:,.0f} events/s**."
+        )
+        for r in results:
+            ratio = r.events / r.append_s / anchor
+            lines.append(
+                f"- {r.backend} appends **{ratio:.2f}x** the anchor's events/s "
+                f"(target ≥ {APPEND_TARGET:g}x: {'met' if ratio >= APPEND_TARGET else 'missed'})."
+            )
     for r in results:
         lines.append(
             f"- {r.backend}: {r.jsonl_bytes / r.events:.0f} B of JSON per event; "
@@ -263,7 +304,11 @@ def run(quick: bool) -> str:
         for result in results:
             if result.backend == "SQLite":
                 result.same_text_as = "JSONL"
-    return render(results, missing, quick)
+    try:
+        anchor: float | None = anchor_events_per_second(plan)
+    except ImportError:
+        anchor = None
+    return render(results, missing, quick, anchor)
 
 
 if __name__ == "__main__":

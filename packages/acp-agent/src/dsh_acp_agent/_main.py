@@ -31,9 +31,6 @@ from dsh_core import (
     SubagentTool,
     ToolSandbox,
 )
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
 from dsh_subagent_fork import ForkBackend
 from dsh_subagent_spawn import SpawnBackend
 
@@ -65,8 +62,13 @@ def build_store(settings: AgentSettings) -> SessionStore:
     """The session store ``DSH_PERSISTENCE`` selects, rooted at ``DSH_SESSIONS_ROOT``."""
     root = settings.sessions_root
     root.mkdir(parents=True, exist_ok=True)
+    # Each backend is imported only when selected: a cold start pays for one, not both.
     if settings.persistence == "sqlite":
+        from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415
+
         return SqliteSessionStore(root / SQLITE_FILE_NAME)
+    from dsh_persistence_jsonl import JsonlSessionStore  # noqa: PLC0415
+
     return JsonlSessionStore(root)
 
 
@@ -85,6 +87,9 @@ def build_model(settings: AgentSettings) -> tuple[ModelClient, ReplayModelClient
         except ValidationError as exc:
             raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
         return replay, replay
+    # httpx and the live client cost ~0.2 s of imports that a replayed run never needs.
+    from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings  # noqa: PLC0415
+
     try:
         deepseek_settings = DeepSeekSettings()
     except ValidationError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_core import dumps_event, dumps_header, read_log
+from dsh_core import SessionLog, dumps_event, dumps_header, read_log
 
 __all__ = [
     "CWD",
@@ -22,6 +22,7 @@ __all__ = [
     "Normalizer",
     "dumps_line",
     "normalize_frames",
+    "normalize_log",
     "normalize_log_text",
     "parse_jsonl",
 ]
@@ -86,15 +87,19 @@ def parse_jsonl(text: str, source: str) -> list[Any]:
 
 def log_cwds_and_ids(texts: Iterable[tuple[str, str]]) -> tuple[set[str], set[str]]:
     """The cwds and session ids named by the headers of several logs (``(source, text)`` pairs)."""
+    return logs_cwds_and_ids(read_log(text.splitlines(), source) for source, text in texts)
+
+
+def logs_cwds_and_ids(logs: Iterable[SessionLog]) -> tuple[set[str], set[str]]:
+    """The cwds and session ids named by the headers of several parsed logs."""
     cwds: set[str] = set()
     ids: set[str] = set()
-    for source, text in texts:
-        header = read_log(text.splitlines(), source).header
-        ids.add(header.id)
-        if header.parent_session:
-            ids.add(header.parent_session)
-        if header.cwd:
-            cwds.add(header.cwd)
+    for log in logs:
+        ids.add(log.header.id)
+        if log.header.parent_session:
+            ids.add(log.header.parent_session)
+        if log.header.cwd:
+            cwds.add(log.header.cwd)
     return cwds, ids
 
 
@@ -104,7 +109,11 @@ def normalize_log_text(text: str, source: str, normalizer: Normalizer) -> list[A
     Raises:
         dsh_core.LogFormatError: the text is not a valid log.
     """
-    log = read_log(text.splitlines(), source)
+    return normalize_log(read_log(text.splitlines(), source), normalizer)
+
+
+def normalize_log(log: SessionLog, normalizer: Normalizer) -> list[Any]:
+    """A parsed log as normalised JSON objects (see :func:`normalize_log_text`), in one pass."""
     header: dict[str, Any] = json.loads(dumps_header(log.header))
     header["createdAt"] = 0
     out: list[Any] = [normalizer.value(header)]

@@ -19,19 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh_core import DshError, read_log
+from dsh_core import DshError
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._diff import Difference, first_difference
+from dsh_snapshot._harvest import expected_fixtures as _expected
+from dsh_snapshot._harvest import harvest, harvest_logs
 from dsh_snapshot._keyscan import scan_folder
 from dsh_snapshot._normalize import (
     Normalizer,
     dumps_line,
-    log_cwds_and_ids,
+    logs_cwds_and_ids,
     normalize_frames,
-    normalize_log_text,
-    parse_jsonl,
+    normalize_log,
 )
 from dsh_snapshot._scenario import META_FILE, Scenario, SnapshotMeta, render_meta
 from dsh_snapshot._warm import WarmAgents
@@ -105,41 +106,6 @@ class ScenarioResult:
     def summary(self) -> str:
         """The first failure, or ``"ok"``."""
         return self.failures[0] if self.failures else "ok"
-
-
-# --- harvesting ---------------------------------------------------------------------------------
-
-
-def _order(logs: list[str], source: str) -> list[str]:
-    def key(text: str) -> tuple[int, int, int, str]:
-        log = read_log(text.splitlines(), source)
-        first_time = log.events[0].time if log.events else 0
-        child = 1 if log.header.parent_session else 0
-        # (createdAt, id) is the contract; the first event's time only breaks a same-millisecond
-        # tie between siblings, which a random id would otherwise order at random.
-        return (child, log.header.created_at, first_time, log.header.id)
-
-    return sorted(logs, key=key)
-
-
-def harvest(root: Path, composition: Composition) -> list[str]:
-    """Every session log under a sessions root: the primary first, then children by
-    ``(createdAt, id)``.
-
-    Raises:
-        DshError: a log cannot be read.
-    """
-    logs: list[str] = []
-    if composition == "jsonl":
-        logs = [p.read_text(encoding="utf-8") for p in sorted(root.glob("*.jsonl"))]
-    else:
-        db = root / "sessions.sqlite3"
-        if db.is_file():
-            from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415 - only for sqlite
-
-            with SqliteSessionStore(db) as store:
-                logs = [store.export_jsonl(h.id) for h in store.list_sessions()]
-    return _order(logs, str(root))
 
 
 # --- fixtures -------------------------------------------------------------------------------
@@ -274,20 +240,6 @@ def _check_report(path: Path, result: ScenarioResult) -> None:
 # --- comparison ---------------------------------------------------------------------------------
 
 
-def _expected(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
-    texts = [(str(p), p.read_text(encoding="utf-8")) for p in scenario.session_files]
-    cwds, ids = log_cwds_and_ids(texts)
-    norm = Normalizer(cwds, ids)
-    logs = [normalize_log_text(text, source, norm) for source, text in texts]
-    frames: list[Any] = []
-    if scenario.stdout_file.is_file():
-        raw = parse_jsonl(
-            scenario.stdout_file.read_text(encoding="utf-8"), str(scenario.stdout_file)
-        )
-        frames = normalize_frames(raw, norm)
-    return logs, frames
-
-
 def _compare_messages(scenario: Scenario, frames: list[Any], result: ScenarioResult) -> None:
     _, exp_frames = _expected(scenario)
     expected, actual = turn_messages(exp_frames), turn_messages(frames)
@@ -410,11 +362,12 @@ def _run(
             finally:
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
-        texts = harvest(root, options.composition)
-        result.sessions = len(texts)
-        cwds, ids = log_cwds_and_ids((str(root), t) for t in texts)
+        # Each harvested log is parsed once: ordering, names and normalising share it.
+        parsed = harvest_logs(root, options.composition)
+        result.sessions = len(parsed)
+        cwds, ids = logs_cwds_and_ids(parsed)
         norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
-        logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
+        logs = [normalize_log(log, norm) for log in parsed]
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames
         consumed = True
