@@ -32,7 +32,7 @@ def test_a_symlink_at_the_target_is_replaced_not_followed(tmp_path: Path) -> Non
 def test_a_failed_write_leaves_the_old_bytes_and_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "dir-in-the-way"
     target.mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(IsADirectoryError):
         atomic_write(target, "x")
     assert target.is_dir()
     assert [p.name for p in tmp_path.iterdir()] == ["dir-in-the-way"]

@@ -11,16 +11,17 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DshError
 
 __all__ = [
     "INPUT_FILE",
+    "AllowEntry",
     "META_FILE",
     "SCRIPT_FILE",
     "Scenario",
@@ -29,7 +30,9 @@ __all__ = [
     "Step",
     "discover",
     "load_scenario",
+    "path_problem",
     "render_meta",
+    "step_paths",
 ]
 
 INPUT_FILE = "input.json"
@@ -53,6 +56,34 @@ class ScenarioError(DshError):
         super().__init__(f"{path}:{what} {reason}")
 
 
+def _relative_inside(value: str, base: str = "the scenario folder") -> str:
+    posix = PurePosixPath(value)
+    if posix.is_absolute() or value.startswith("~") or "\\" in value:
+        raise ValueError(f"{value!r} must be a path relative to {base}, with /")
+    if ".." in posix.parts or "\x00" in value:
+        raise ValueError(f"{value!r} must stay inside {base} (no '..')")
+    return posix.as_posix()
+
+
+class AllowEntry(BaseModel):
+    """One reviewed false positive of the key scan, as ``snapshot.yml`` lists it.
+
+    Attributes:
+        file: the file, relative to the scenario folder (``workspace/notes.txt``).
+        line: the 1-based line the scan reported.
+        hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
+            value itself).
+        reason: why this is not a secret; a reviewer reads it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
+    line: int = Field(ge=1)
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    reason: str = Field(min_length=8, pattern=r"\S")
+
+
 class SnapshotMeta(BaseModel):
     """The contents of ``snapshot.yml``."""
 
@@ -63,6 +94,7 @@ class SnapshotMeta(BaseModel):
     composition: Literal["default", "jsonl", "sqlite"] = "default"
     recording: Recording
     description: str | None = None
+    secrets_allowlist: tuple[AllowEntry, ...] = ()
 
 
 class Step(BaseModel):
@@ -80,6 +112,45 @@ class Step(BaseModel):
         "promptExpectError",
     ]
     text: str | None = None
+
+
+# A step field whose name ends like one of these names a path (``cwd``, ``waitForFile.path``,
+# ``additionalDirectories``, ``readyFile``): whatever the op, it must stay inside the run.
+_PATH_FIELD = re.compile(r"(?i)(cwd|path|paths|file|files|dir|dirs|directory|directories)$")
+
+
+def step_paths(step: Step) -> list[tuple[str, str]]:
+    """``(field, value)`` for every path a step names, at any depth of its extra fields.
+
+    ``field`` is the dotted location inside the step (``waitForFile.path``,
+    ``additionalDirectories.0``); a non-string value under a path-like name is returned as its
+    ``repr`` so the check refuses it.
+    """
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, where: str, pathish: bool) -> None:
+        if isinstance(value, dict):
+            obj: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for key, item in obj.items():
+                walk(item, f"{where}.{key}" if where else key, bool(_PATH_FIELD.search(key)))
+        elif isinstance(value, list):
+            items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for index, item in enumerate(items):
+                walk(item, f"{where}.{index}", pathish)
+        elif pathish:
+            found.append((where, value if isinstance(value, str) else repr(value)))
+
+    walk(step.model_extra or {}, "", False)
+    return found
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path named by a scenario cannot stay inside the run, or ``None``."""
+    try:
+        _relative_inside(value, "the run's working directory")
+    except ValueError as exc:
+        return f"{exc}: a scenario may only name paths inside its run"
+    return None
 
 
 class _Input(BaseModel):
@@ -202,6 +273,10 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
     for index, step in enumerate(steps):
         if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
+        for field, value in step_paths(step):
+            problem = path_problem(value)
+            if problem is not None:
+                raise ScenarioError(path, f"steps.{index}.{field}", problem)
     return tuple(steps)
 
 
@@ -280,4 +355,13 @@ def render_meta(meta: SnapshotMeta) -> str:
     ]
     if meta.description is not None:
         lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
+    if meta.secrets_allowlist:
+        lines.append("secrets_allowlist:")
+        for entry in meta.secrets_allowlist:
+            lines += [
+                f"  - file: {json.dumps(entry.file, ensure_ascii=False)}",
+                f"    line: {entry.line}",
+                f"    hash: {entry.hash}",
+                f"    reason: {json.dumps(entry.reason, ensure_ascii=False)}",
+            ]
     return "\n".join(lines) + "\n"
