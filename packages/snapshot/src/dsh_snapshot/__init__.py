@@ -16,8 +16,8 @@ from dsh_snapshot._compat import (
     apply_allowances,
     turn_messages,
 )
-from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._confine import ConfinementError, copy_workspace
+from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
 from dsh_snapshot._normalize import (
     CWD,

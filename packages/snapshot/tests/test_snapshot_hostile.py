@@ -1,0 +1,619 @@
+"""The hostile-scenario catalogue (issue 8): scenario folders that try to escape their run.
+
+Each case builds a scenario folder in a tmp dir at run time (fake keys are made per run; no
+key-shaped literal is committed), runs it through the real CLI (``dsh_snapshot.cli.main``, which
+drives the real agent subprocess) with ``HOME`` and ``TMPDIR`` pointing into a watched sandbox
+and fake keys in the environment, and asserts:
+
+- nothing outside the run changed: the sentinel tree and the fake ``$HOME`` hash the same
+  before and after, the runner's temp dir is empty again;
+- no key is in any byte written: stdout, stderr, and every file created or changed anywhere
+  under the sandbox (the scenario folder included);
+- a refused scenario is reported naming the file and the field (or entry), and its folder is
+  left exactly as it was.
+
+Cases that need the bash sandbox and the tool environment allow-list of issue 8 item 1/4
+(branch ``sec-core``) are marked ``xfail(strict=True)`` until that work is merged.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import secrets
+import stat
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from dsh_snapshot.cli import main
+
+META = "version: 1\nprofile: sdk\ncomposition: jsonl\nrecording: scripted\n"
+INPUT = {"steps": [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "go"}]}
+
+
+def fake_key() -> str:
+    """A DeepSeek-shaped key, new every run: ``sk-`` and 32 hex digits."""
+    return "sk-" + secrets.token_hex(16)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The world outside the run: sentinel files, a fake ``$HOME``, the runner's ``TMPDIR``.
+
+    Attributes:
+        root: the test's tmp dir; everything below is watched.
+        sentinel: files no scenario may change (one holds ``outside_key``).
+        home: the fake ``$HOME``.
+        tmpdir: the runner's temp dir (must be empty again after a run).
+        scenarios: where the case's scenario folder is built.
+        key: the fake ``DEEPSEEK_API_KEY`` of the environment.
+        other_key: a second credential in the environment (``OPENAI_API_KEY``).
+        outside_key: the key stored in a sentinel file outside the run.
+    """
+
+    root: Path
+    sentinel: Path
+    home: Path
+    tmpdir: Path
+    scenarios: Path
+    key: str
+    other_key: str
+    outside_key: str
+
+    @classmethod
+    def create(cls, root: Path) -> Sandbox:
+        box = cls(
+            root,
+            root / "sentinel",
+            root / "home",
+            root / "tmpdir",
+            root / "scenarios",
+            fake_key(),
+            fake_key(),
+            fake_key(),
+        )
+        for folder in (box.sentinel / "dir", box.home / ".ssh", box.tmpdir, box.scenarios):
+            folder.mkdir(parents=True)
+        (box.sentinel / "victim.txt").write_text("precious bytes\n")
+        (box.sentinel / "secret.txt").write_text(f"DEEPSEEK_API_KEY={box.outside_key}\n")
+        (box.sentinel / "dir" / "key.txt").write_text(f"{box.outside_key}\n")
+        (box.home / ".bashrc").write_text("# fake home\n")
+        (box.home / ".ssh" / "id_ed25519").write_text(f"{box.outside_key}\n")
+        return box
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (self.key, self.other_key, self.outside_key)
+
+    def scenario(self, name: str, files: Mapping[str, str | bytes] | None = None) -> Path:
+        """A minimal scenario folder (input.json, snapshot.yml) plus ``files``."""
+        folder = self.scenarios / "sdk" / name
+        folder.mkdir(parents=True)
+        write(folder / "input.json", json.dumps(INPUT))
+        write(folder / "snapshot.yml", META)
+        for rel, content in (files or {}).items():
+            write(folder / rel, content)
+        return folder
+
+    def leaks(self, data: bytes) -> list[str]:
+        """Which keys (their hex bodies, as UTF-8 or UTF-16) ``data`` holds."""
+        out: list[str] = []
+        for key in self.keys:
+            body = key.removeprefix("sk-")
+            if body.encode() in data or body.encode("utf-16-le") in data:
+                out.append(key[:5] + "…")
+        return out
+
+
+def write(path: Path, content: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Everything about a tree that a write could change: kind, mode, bytes, link targets."""
+    state: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(directory) / name
+            info = path.lstat()
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                state[rel] = f"link:{os.readlink(path)}"
+            elif stat.S_ISDIR(info.st_mode):
+                state[rel] = f"dir:{oct(info.st_mode)}"
+            else:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                state[rel] = f"file:{oct(info.st_mode)}:{digest}"
+    return state
+
+
+# --- recorded sessions -------------------------------------------------------------------------
+
+
+def tool_call(command: str, call_id: str = "call_1") -> list[dict[str, Any]]:
+    """The chunks of one model call that asks for ``bash`` with ``command``."""
+    arguments = json.dumps({"command": command, "description": "hostile"})
+    return [
+        {"type": "block-start", "index": 0, "blockType": "tool-call"},
+        {
+            "type": "tool-call-delta",
+            "index": 0,
+            "id": call_id,
+            "name": "bash",
+            "argumentsDelta": arguments,
+        },
+        {
+            "type": "block-end",
+            "index": 0,
+            "block": {"type": "tool-call", "id": call_id, "name": "bash", "arguments": arguments},
+        },
+        {"type": "finish", "reason": {"kind": "tool-calls"}},
+    ]
+
+
+def said(*pieces: str) -> list[dict[str, Any]]:
+    """The chunks of one model call that answers with ``pieces`` as separate text deltas."""
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        *({"type": "text-delta", "index": 0, "text": p} for p in pieces),
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(pieces)}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+
+
+def session_log(*calls: list[dict[str, Any]]) -> str:
+    """A recorded ``session.jsonl`` holding the model calls of turn 1 (replay reads only the
+    ``assistant/chunk`` events; the comparison will differ, which is not what is tested)."""
+    rows: list[dict[str, Any]] = [
+        {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0}
+    ]
+    for step, chunks in enumerate(calls, 1):
+        rows += [
+            {"type": "assistant/chunk", "data": {"turn": 1, "step": step, "chunk": c}}
+            for c in chunks
+        ]
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+# --- the catalogue -----------------------------------------------------------------------------
+
+NEEDS_SANDBOX = (
+    "recorded bash runs unconfined until the Landlock/netns sandbox of issue 8 item 4 "
+    "(branch sec-core) is merged"
+)
+NEEDS_ENV = (
+    "bash inherits the caller's credentials until the tool environment allow-list of "
+    "issue 8 item 1 (branch sec-core) is merged"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile scenario.
+
+    Attributes:
+        name: the case id.
+        build: makes the scenario folder in the sandbox; returns it.
+        command: the CLI arguments before the folder (``replay``, ``refresh``, ``record
+            --scripted``).
+        expect: substrings the output must hold (the file and the field or entry at fault).
+        code: the exit status, or ``None`` when only the confinement matters.
+        refused: the scenario folder must be left byte for byte as it was.
+        xfail: why the case cannot hold yet, or ``None``.
+    """
+
+    name: str
+    build: Callable[[Sandbox], Path]
+    command: tuple[str, ...] = ("replay", "--composition", "jsonl")
+    expect: tuple[str, ...] = ()
+    code: int | None = 1
+    refused: bool = True
+    xfail: str | None = None
+
+
+def _override(doc: Callable[[Sandbox], Any]) -> Callable[[Sandbox], Path]:
+    def build(box: Sandbox) -> Path:
+        text = json.dumps(doc(box))
+        return box.scenario("readyfile", {"replay.override.json": text})
+
+    return build
+
+
+def _workspace_link(
+    target: Callable[[Sandbox], Path | str], name: str = "link"
+) -> Callable[[Sandbox], Path]:
+    def build(box: Sandbox) -> Path:
+        folder = box.scenario("ws-link", {"workspace/readme.txt": "hello\n"})
+        (folder / "workspace" / name).symlink_to(target(box))
+        return folder
+
+    return build
+
+
+def _loop(box: Sandbox) -> Path:
+    folder = box.scenario("ws-loop", {"workspace/readme.txt": "hello\n"})
+    (folder / "workspace" / "a").symlink_to("b")
+    (folder / "workspace" / "b").symlink_to("a")
+    return folder
+
+
+def _workspace_is_link(box: Sandbox) -> Path:
+    folder = box.scenario("ws-itself")
+    (folder / "workspace").symlink_to(box.sentinel)
+    return folder
+
+
+def _fixture_is_link(box: Sandbox) -> Path:
+    folder = box.scenario("fixture-link")
+    (folder / "session.jsonl").symlink_to(box.home / ".ssh" / "id_ed25519")
+    return folder
+
+
+def _step(**fields: Any) -> Callable[[Sandbox], Path]:
+    def build(box: Sandbox) -> Path:
+        folder = box.scenario("input-path")
+        steps = [{"op": "initialize"}, {"op": "newSession", **fields}]
+        steps.append({"op": "prompt", "text": "go"})
+        (folder / "input.json").write_text(
+            json.dumps({"steps": steps}).replace("{sentinel}", str(box.sentinel))
+        )
+        return folder
+
+    return build
+
+
+def _secret(rel: str, content: Callable[[str], str | bytes]) -> Callable[[Sandbox], Path]:
+    def build(box: Sandbox) -> Path:
+        return box.scenario("secret", {rel: content(box.key)})
+
+    return build
+
+
+def _in_chunk(text: Callable[[str], str]) -> Callable[[str], str]:
+    return lambda key: session_log(said("Here is ", text(key), "."))
+
+
+def _symlinked_dir(box: Sandbox) -> Path:
+    folder = box.scenario("secret-linked-dir", {"vault/.cache/token": f"{box.key}\n"})
+    (folder / "workspace").mkdir()
+    (folder / "workspace" / "docs").symlink_to(Path("..") / "vault")
+    return folder
+
+
+def _bash(command: Callable[[Sandbox], str]) -> Callable[[Sandbox], Path]:
+    def build(box: Sandbox) -> Path:
+        log = session_log(tool_call(command(box)), said("done"))
+        return box.scenario("bash", {"session.jsonl": log, "workspace/readme.txt": "hi\n"})
+
+    return build
+
+
+def _relative_from_root(path: Path) -> str:
+    return str(path.resolve()).lstrip("/")
+
+
+CASES = [
+    # readyFile (replay.override.json)
+    Case(
+        "readyfile-absolute",
+        _override(lambda box: [{"kind": "hang", "readyFile": str(box.sentinel / "victim.txt")}]),
+        expect=("replay.override.json", "'[0].readyFile'", "is absolute"),
+    ),
+    Case(
+        "readyfile-climbs-out",
+        _override(lambda box: [{"kind": "hang", "readyFile": "../../../sentinel/victim.txt"}]),
+        expect=("replay.override.json", "'[0].readyFile'", "climbs out"),
+    ),
+    Case(
+        "readyfile-home-in-a-patch",
+        _override(
+            lambda box: {"patches": [{"at": 0, "entry": {"kind": "hang", "readyFile": "~/x"}}]}
+        ),
+        expect=("replay.override.json", "'patches[0].entry.readyFile'"),
+    ),
+    # workspace/ symlinks
+    Case(
+        "workspace-link-to-outside-file",
+        _workspace_link(lambda box: box.sentinel / "secret.txt"),
+        expect=("workspace/link: a symlink leading outside the scenario folder",),
+    ),
+    Case(
+        "workspace-link-to-outside-dir",
+        _workspace_link(lambda box: box.sentinel / "dir"),
+        expect=("workspace/link: a symlink leading outside the scenario folder",),
+    ),
+    Case(
+        "workspace-link-to-home",
+        _workspace_link(lambda box: box.home),
+        expect=("workspace/link: a symlink leading outside the scenario folder",),
+    ),
+    Case(
+        "workspace-link-to-root",
+        _workspace_link(lambda box: "/"),
+        expect=("workspace/link: a symlink leading outside the scenario folder",),
+    ),
+    Case("workspace-link-loop", _loop, expect=("workspace/a: a symlink that dangles or loops",)),
+    Case(
+        "workspace-link-out-of-workspace",
+        _workspace_link(lambda box: Path("..") / "input.json"),
+        expect=("workspace entry 'link'", "leads outside workspace/"),
+    ),
+    Case(
+        "workspace-itself-a-link",
+        _workspace_is_link,
+        expect=("scenario entry 'workspace'", "leads outside"),
+    ),
+    Case(
+        "fixture-a-link-to-home",
+        _fixture_is_link,
+        expect=("scenario entry 'session.jsonl'", "leads outside"),
+    ),
+    # input.json path fields
+    Case(
+        "input-cwd-absolute",
+        _step(cwd="{sentinel}"),
+        expect=("input.json", "'steps.1.cwd'", "must be a path relative to"),
+        code=2,
+    ),
+    Case(
+        "input-wait-for-file-climbs-out",
+        _step(waitForFile={"path": "../../sentinel/victim.txt"}),
+        expect=("input.json", "'steps.1.waitForFile.path'", "must stay inside"),
+        code=2,
+    ),
+    Case(
+        "input-additional-directories-root",
+        _step(additionalDirectories=["sub", "/"]),
+        expect=("input.json", "'steps.1.additionalDirectories.1'"),
+        code=2,
+    ),
+    # the key scan
+    Case(
+        "secret-plain",
+        _secret("workspace/notes.txt", lambda key: f"the key is {key}\n"),
+        expect=("workspace/notes.txt:1: looks like", "value masked"),
+    ),
+    Case(
+        "secret-json-escaped",
+        _secret("session.jsonl", _in_chunk(lambda key: key.replace("-", "\\u002d"))),
+        expect=("session.jsonl:4: looks like",),
+    ),
+    Case(
+        "secret-nested-escaped-json",
+        _secret(
+            "session.jsonl",
+            lambda key: session_log(tool_call(json.dumps({"k": key.replace("-", "\\u002d")}))),
+        ),
+        expect=("session.jsonl:3: looks like",),
+    ),
+    Case(
+        "secret-base64",
+        _secret("workspace/blob.txt", lambda key: f"data: {b64('token=' + key)}\n"),
+        expect=("workspace/blob.txt:1: looks like",),
+    ),
+    Case(
+        "secret-hidden-dotenv",
+        _secret("workspace/.env", lambda key: f"DEEPSEEK_API_KEY={key}\n"),
+        expect=("workspace/.env:1:",),
+    ),
+    Case(
+        "secret-utf16",
+        _secret("workspace/notes.txt", lambda key: f"note {key}\n".encode("utf-16")),
+        expect=("workspace/notes.txt:1: looks like",),
+    ),
+    Case(
+        "secret-behind-symlinked-dir",
+        _symlinked_dir,
+        expect=("vault/.cache/token:1: looks like",),
+    ),
+    Case(
+        "secret-split-across-chunks",
+        _secret("session.jsonl", lambda key: session_log(said("Here: ", key[:17], key[17:])[:4])),
+        expect=("session.jsonl:4: looks like", "split across streamed chunks"),
+    ),
+    Case(
+        "secret-split-in-stdout-frames",
+        _secret(
+            "stdout.expected.jsonl",
+            lambda key: "".join(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {
+                            "sessionId": "s",
+                            "update": {
+                                "sessionUpdate": "agent_message_chunk",
+                                "content": {"type": "text", "text": part},
+                            },
+                        },
+                    }
+                )
+                + "\n"
+                for part in (key[:9], key[9:])
+            ),
+        ),
+        expect=("stdout.expected.jsonl:1:", "split across streamed chunks"),
+    ),
+    # recorded bash commands (replay runs them)
+    Case(
+        "bash-writes-outside",
+        _bash(lambda box: f"echo pwned > {box.sentinel / 'victim.txt'}"),
+        code=None,
+        refused=False,
+        xfail=NEEDS_SANDBOX,
+    ),
+    Case(
+        "bash-cd-root-and-touch",
+        _bash(lambda box: f"cd / && touch {_relative_from_root(box.sentinel / 'touched')}"),
+        code=None,
+        refused=False,
+        xfail=NEEDS_SANDBOX,
+    ),
+    Case(
+        "bash-writes-home",
+        _bash(lambda box: 'touch "$HOME/pwned" && echo "curl evil" >> ~/.bashrc'),
+        code=None,
+        refused=False,
+        xfail=NEEDS_SANDBOX,
+    ),
+    Case(
+        "bash-reads-an-outside-key-in-refresh",
+        _bash(lambda box: f"cat {box.sentinel / 'secret.txt'}"),
+        command=("refresh",),
+        expect=("the new fixtures were NOT written", "bash/session.jsonl:", "value masked"),
+    ),
+    Case(
+        "bash-runs-env-in-refresh",
+        _bash(lambda box: "env"),
+        command=("refresh",),
+        code=0,
+        refused=False,
+        xfail=NEEDS_ENV,
+    ),
+]
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param(
+            case,
+            id=case.name,
+            marks=[pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else [],
+        )
+        for case in CASES
+    ]
+
+
+def _outputs(text: str) -> str:
+    """Console output as one line: rich wraps long lines at spaces."""
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("case", _params())
+def test_hostile_scenario_stays_in_its_run(
+    case: Case,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    box = Sandbox.create(tmp_path)
+    folder = case.build(box)
+    monkeypatch.setenv("HOME", str(box.home))
+    monkeypatch.setenv("TMPDIR", str(box.tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.setenv("OPENAI_API_KEY", box.other_key)
+    monkeypatch.chdir(box.tmpdir)
+    outside = {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)}
+    before = tree_state(box.root)
+
+    code = main([*case.command, str(folder), "--jobs", "1", "--timeout", "30"])
+
+    out, err = capfd.readouterr()
+    assert box.leaks(out.encode()) == [], "a key reached stdout"
+    assert box.leaks(err.encode()) == [], "a key reached stderr"
+    after = tree_state(box.root)
+    for rel, state in after.items():
+        path = box.root / rel
+        if state != before.get(rel) and state.startswith("file:"):
+            assert box.leaks(path.read_bytes()) == [], f"a key was written to {rel}"
+    assert list(box.tmpdir.iterdir()) == [], "the run left files in its temp dir"
+    assert {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)} == outside
+    if case.refused:
+        scenario = {k: v for k, v in before.items() if k.startswith("scenarios/")}
+        assert {k: v for k, v in after.items() if k.startswith("scenarios/")} == scenario
+    if case.code is not None:
+        assert code == case.code, _outputs(out)
+    for needle in case.expect:
+        assert needle in _outputs(out), _outputs(out)
+
+
+def test_the_catalogue_covers_every_class() -> None:
+    prefixes = {case.name.split("-", 1)[0] for case in CASES}
+    assert prefixes == {"readyfile", "workspace", "fixture", "input", "secret", "bash"}
+    assert len(CASES) >= 20
+
+
+# --- a live record run against a hostile model -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "leaks",
+        pytest.param("outside", marks=pytest.mark.xfail(strict=True, reason=NEEDS_SANDBOX)),
+    ],
+)
+def test_record_with_a_hostile_model(
+    check: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """``dsh-snapshot record`` (live mode, a fake ``DEEPSEEK_API_KEY``) against the scripted
+    model server, whose model runs ``env``, reads an outside key through a symlink it makes,
+    and writes outside the workspace and into ``$HOME``."""
+    from dsh_llm_deepseek.testing import ScriptedModelServer  # noqa: PLC0415 - this test only
+
+    box = Sandbox.create(tmp_path)
+    old = {
+        "session.jsonl": session_log(said("old")),
+        "session.1.jsonl": '{"type":"session","version":0,"id":"c","createdAt":1}\n',
+        "stdout.expected.jsonl": "",
+    }
+    folder = box.scenario("record", old)
+    (folder / "snapshot.yml").write_text(META.replace("scripted", "live"))
+    model = [
+        tool_call("env", "call_1"),
+        tool_call(f"ln -s {box.sentinel / 'secret.txt'} peek && cat peek", "call_2"),
+        tool_call(f'echo pwned > {box.sentinel / "victim.txt"}; touch "$HOME/pwned"', "call_3"),
+        said("done"),
+    ]
+    monkeypatch.setenv("HOME", str(box.home))
+    monkeypatch.setenv("TMPDIR", str(box.tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.chdir(box.tmpdir)
+    outside = {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)}
+    before = tree_state(box.root)
+    with ScriptedModelServer(cast(Any, [model]), api_key=box.key) as server:
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
+        code = main(["record", str(folder), "--timeout", "30"])
+        served = len(server.requests)
+    out, err = capfd.readouterr()
+
+    if check == "outside":
+        assert {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)} == outside
+        return
+    assert served == len(model), "the model's script did not run to its end"
+    assert box.leaks(out.encode()) == []
+    assert box.leaks(err.encode()) == []
+    after = tree_state(box.root)
+    for rel, state in after.items():
+        if state != before.get(rel) and state.startswith("file:"):
+            assert box.leaks((box.root / rel).read_bytes()) == [], rel
+    assert list(box.tmpdir.iterdir()) == []
+    scenario = {k: v for k, v in before.items() if k.startswith("scenarios/")}
+    assert {k: v for k, v in after.items() if k.startswith("scenarios/")} == scenario
+    assert code == 1
+    text = _outputs(out)
+    assert "the new fixtures were NOT written" in text
+    assert f"{folder / 'session.jsonl'}:" in text
+    assert "value masked" in text
