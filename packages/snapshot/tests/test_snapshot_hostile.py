@@ -12,8 +12,9 @@ and fake keys in the environment, and asserts:
 - a refused scenario is reported naming the file and the field (or entry), and its folder is
   left exactly as it was.
 
-Cases that need the bash sandbox and the tool environment allow-list of issue 8 item 1/4
-(branch ``sec-core``) are marked ``xfail(strict=True)`` until that work is merged.
+The recorded-``bash`` cases hold because of the Landlock/netns sandbox and the tool environment
+allow-list (``dsh_core._sandbox``); the rest because of this package's confinement, key scan and
+staged publishing (SECURITY.md maps each promise to its case).
 """
 
 from __future__ import annotations
@@ -193,15 +194,6 @@ def b64(text: str) -> str:
 
 # --- the catalogue -----------------------------------------------------------------------------
 
-NEEDS_SANDBOX = (
-    "recorded bash runs unconfined until the Landlock/netns sandbox of issue 8 item 4 "
-    "(branch sec-core) is merged"
-)
-NEEDS_ENV = (
-    "bash inherits the caller's credentials until the tool environment allow-list of "
-    "issue 8 item 1 (branch sec-core) is merged"
-)
-
 
 @dataclass(frozen=True)
 class Case:
@@ -215,7 +207,6 @@ class Case:
         expect: substrings the output must hold (the file and the field or entry at fault).
         code: the exit status, or ``None`` when only the confinement matters.
         refused: the scenario folder must be left byte for byte as it was.
-        xfail: why the case cannot hold yet, or ``None``.
     """
 
     name: str
@@ -224,7 +215,6 @@ class Case:
     expect: tuple[str, ...] = ()
     code: int | None = 1
     refused: bool = True
-    xfail: str | None = None
 
 
 def _override(doc: Callable[[Sandbox], Any]) -> Callable[[Sandbox], Path]:
@@ -457,21 +447,18 @@ CASES = [
         _bash(lambda box: f"echo pwned > {box.sentinel / 'victim.txt'}"),
         code=None,
         refused=False,
-        xfail=NEEDS_SANDBOX,
     ),
     Case(
         "bash-cd-root-and-touch",
         _bash(lambda box: f"cd / && touch {_relative_from_root(box.sentinel / 'touched')}"),
         code=None,
         refused=False,
-        xfail=NEEDS_SANDBOX,
     ),
     Case(
         "bash-writes-home",
         _bash(lambda box: 'touch "$HOME/pwned" && echo "curl evil" >> ~/.bashrc'),
         code=None,
         refused=False,
-        xfail=NEEDS_SANDBOX,
     ),
     Case(
         "bash-reads-an-outside-key-in-refresh",
@@ -485,20 +472,8 @@ CASES = [
         command=("refresh",),
         code=0,
         refused=False,
-        xfail=NEEDS_ENV,
     ),
 ]
-
-
-def _params() -> list[Any]:
-    return [
-        pytest.param(
-            case,
-            id=case.name,
-            marks=[pytest.mark.xfail(strict=True, reason=case.xfail)] if case.xfail else [],
-        )
-        for case in CASES
-    ]
 
 
 def _outputs(text: str) -> str:
@@ -506,7 +481,7 @@ def _outputs(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
-@pytest.mark.parametrize("case", _params())
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_hostile_scenario_stays_in_its_run(
     case: Case,
     tmp_path: Path,
@@ -554,15 +529,7 @@ def test_the_catalogue_covers_every_class() -> None:
 # --- a live record run against a hostile model -------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "check",
-    [
-        "leaks",
-        pytest.param("outside", marks=pytest.mark.xfail(strict=True, reason=NEEDS_SANDBOX)),
-    ],
-)
 def test_record_with_a_hostile_model(
-    check: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
@@ -599,9 +566,7 @@ def test_record_with_a_hostile_model(
         served = len(server.requests)
     out, err = capfd.readouterr()
 
-    if check == "outside":
-        assert {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)} == outside
-        return
+    assert {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)} == outside
     assert served == len(model), "the model's script did not run to its end"
     assert box.leaks(out.encode()) == []
     assert box.leaks(err.encode()) == []
