@@ -8,8 +8,9 @@ This is the one install path behind ``nox -s build`` and ``nox -s release_check`
    from an index, the siblings come from the built folder and only what the wheels declare is
    installed. A second run with the same lock reuses DIR.
 2. ``check DIST WHEELHOUSE ROLE...`` creates a stdlib venv per role, has the locked pip
-   (``--python VENV``) run ``pip install --no-index --find-links DIST
-   --find-links WHEELHOUSE DIST/<the role's wheel>``, imports every module of the package (a
+   (``--python VENV``) run ``pip install --no-index --only-binary :all: --find-links DIST
+   --find-links WHEELHOUSE dsh-<role>`` (the README's ``pip install dsh-<role>``, the built
+   folder standing in for PyPI), imports every module of the package (a
    package that imports a sibling it does not declare fails here), and with ``--examples``
    runs the first ```python block of ``packages/<role>/README.md`` in an empty folder.
 
@@ -136,6 +137,8 @@ def check(
 ) -> Outcome:
     """Install ``role``'s wheel alone with pip --no-index, import all of it, run its example."""
     module = "dsh_" + role.replace("-", "_")
+    wheel_for(dist, role)  # exactly one built wheel, or a clear error
+    requirement = f"dsh-{role}"
     links = ["--find-links", str(dist)]
     if wheelhouse is not None:
         links += ["--find-links", str(wheelhouse)]
@@ -150,7 +153,9 @@ def check(
         # The locked pip of this session installs into the venv (ensurepip per venv is slow).
         install = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet"]
         steps = [
-            ([*install, "--no-index", *links, str(wheel_for(dist, role))], folder),
+            # By name, as `pip install dsh-<role>` from PyPI, with the built folder as the
+            # index; wheels only, so the built wheel (not its sdist) is what gets checked.
+            ([*install, "--no-index", "--only-binary", ":all:", *links, requirement], folder),
             ([python, "-c", _IMPORT_ALL, module], folder),
         ]
         if examples:
