@@ -40,6 +40,7 @@ from dsh_snapshot._scenario import (
     ScenarioError,
     SnapshotMeta,
     Step,
+    detect_loop_profile,
     discover,
     load_scenario,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "Step",
     "TurnSeen",
     "apply_allowances",
+    "detect_loop_profile",
     "discover",
     "first_difference",
     "harvest",
