@@ -38,6 +38,7 @@ from dsh_core._loop_profile import (
     EMPTY_RESPONSE_CODE,
     LoopBehaviour,
     LoopProfile,
+    is_empty_completion,
     loop_behaviour,
 )
 from dsh_core._messages import messages_from_events
@@ -285,7 +286,6 @@ class _TurnRun:
                 return self.end_turn("error", failed.error)
             self.end_step()
             if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
-                # Upstream's later loop: the step's tool calls never ran; the turn ends here.
                 return self.end_turn("max-tokens")
             if has_calls:
                 if self.step >= max_steps:
@@ -310,13 +310,16 @@ class _TurnRun:
         self.step_open = True
         self.emit(step_start(session.next_seq, now_ms(), self.turn, self.step))
         blocks, usage, finish_kind = await self.stream_with_retries()
+        if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
+            # Upstream's later loop: a truncated step's tool calls are dropped from the
+            # message and never run (their arguments may be cut off).
+            kept: list[ContentBlock] = [b for b in blocks if b["type"] != "tool-call"]
+            blocks = kept
         self.last_content = blocks
         self.emit(
             assistant_message(session.next_seq, now_ms(), self.turn, self.step, blocks, usage)
         )
         calls = [block for block in blocks if block["type"] == "tool-call"]
-        if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
-            return bool(calls), finish_kind
         config = self.agent.config
         self.schedule = ToolCallSchedule(
             calls,
@@ -351,7 +354,7 @@ class _TurnRun:
         attempt = 0
         while True:
             blocks, usage, finish_kind = await self.stream_step()
-            if not (retries and _empty_completion(blocks, self.finish_reason)):
+            if not (retries and is_empty_completion(blocks, self.finish_reason)):
                 return blocks, usage, finish_kind
             if attempt >= retries:
                 raise _StepFailed(
@@ -471,19 +474,6 @@ class _TurnRun:
                 self.emit_result(call, CANCELLED_BEFORE_DISPATCH_TEXT, is_error=True)
         self.end_step()
         return self.end_turn("aborted", reason="session/cancel")
-
-
-def _empty_completion(blocks: Sequence[ContentBlock], reason: Mapping[str, Any]) -> bool:
-    """A completion upstream's later client maps to ``EMPTY_RESPONSE``: a clean stop with no
-    block at all, or the provider's own ``EMPTY_RESPONSE`` error finish."""
-    if reason.get("kind") == "stop":
-        return not blocks
-    failure = reason.get("failure")
-    return (
-        reason.get("kind") == "error"
-        and isinstance(failure, Mapping)
-        and cast(Mapping[str, Any], failure).get("code") == EMPTY_RESPONSE_CODE
-    )
 
 
 def _joined_text(content: Sequence[ContentBlock]) -> str:

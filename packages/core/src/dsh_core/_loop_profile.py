@@ -10,8 +10,11 @@ depth 3, and a ``max-tokens`` step ends the turn and fails a child's delegation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, cast, get_args
+
+from dsh_core._events import ContentBlock
 
 __all__ = [
     "DEFAULT_LOOP_PROFILE",
@@ -20,6 +23,7 @@ __all__ = [
     "EMPTY_RESPONSE_CODE",
     "LoopBehaviour",
     "LoopProfile",
+    "is_empty_completion",
     "loop_behaviour",
 ]
 
@@ -90,3 +94,16 @@ def loop_behaviour(profile: LoopProfile) -> LoopBehaviour:
             f"unknown loop profile {profile!r}; expected one of {', '.join(LOOP_PROFILES)}"
         )
     return behaviour
+
+
+def is_empty_completion(blocks: Sequence[ContentBlock], reason: Mapping[str, Any]) -> bool:
+    """A completion upstream's later client maps to ``EMPTY_RESPONSE``: a clean stop with no
+    block at all, or the provider's own ``EMPTY_RESPONSE`` error finish."""
+    if reason.get("kind") == "stop":
+        return not blocks
+    failure = reason.get("failure")
+    return (
+        reason.get("kind") == "error"
+        and isinstance(failure, Mapping)
+        and cast(Mapping[str, Any], failure).get("code") == EMPTY_RESPONSE_CODE
+    )

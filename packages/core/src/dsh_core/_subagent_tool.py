@@ -139,6 +139,9 @@ def final_assistant_text(events: Sequence[Event]) -> str:
     for event in events:
         if event.type == "assistant/message":
             content = event.data.get("content")
+            inner = event.data.get("message")
+            if content is None and isinstance(inner, Mapping):  # the later upstream shape
+                content = cast(Mapping[str, Any], inner).get("content")
             if isinstance(content, list) and content:
                 message = cast(list[Any], content)
         elif event.type == "assistant/chunk":
