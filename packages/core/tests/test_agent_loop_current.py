@@ -434,3 +434,10 @@ async def test_empty_completions(
     messages = [e for e in session.events if e.type == "assistant/message"]
     # (current: a failed attempt leaves no message; june logged one before judging the finish)
     assert len(messages) == (0 if (kind, profile) == ("error", "current") else 1)
+
+
+async def test_max_tokens_does_not_leak_into_the_next_turn() -> None:
+    agent, session, _ = _setup([_text("cut", "max-tokens"), _text("clean")], [])
+    first = await agent.run_turn(session, "first")
+    second = await agent.run_turn(session, "second")
+    assert (first.kind, second.kind) == ("max-tokens", "completed")
