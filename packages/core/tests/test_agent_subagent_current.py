@@ -31,7 +31,7 @@ from dsh_core import (
     SubagentTool,
 )
 from dsh_core._subagent_tool import final_assistant_text
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import Hang, InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -215,6 +215,28 @@ async def test_sibling_delegations_overlap_and_carry_their_call() -> None:
         Delegation(parent.id, "c2", "second"),
     }
     assert {r.delegation for r in model.requests if r.session_id == parent.id} == {None}
+
+
+async def test_cancelling_the_parent_aborts_every_concurrent_child() -> None:
+    agent, store, parent, model = _setup(
+        [[_delegations(("c1", "one"), ("c2", "two"))], [Hang()], [Hang()]]
+    )
+    task = asyncio.create_task(agent.run_turn(parent, "go"))
+    for _ in range(10_000):
+        if len(model.requests) == 3:  # both children are streaming
+            break
+        await asyncio.sleep(0)
+    task.cancel()
+    outcome = await task
+    assert (outcome.kind, task.cancelled()) == ("aborted", False)
+    assert _result_texts(parent) == [("cancelled", True), ("cancelled", True)]
+    assert parent.events[-1].data["reason"] == {"kind": "aborted", "reason": "session/cancel"}
+    children = [store.load(h.id) for h in store.list_sessions() if h.id != parent.id]
+    assert len(children) == 2
+    for child in children:
+        assert child.events[-1].data["reason"] == {"kind": "aborted", "reason": "session/cancel"}
+        # Each child's log was closed: it can be resumed for writing.
+        store.resume(child.header.id).close()
 
 
 # --- final output selection (assistant-output.spec.ts) ----------------------------------------
