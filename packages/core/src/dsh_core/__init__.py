@@ -20,7 +20,9 @@ from dsh_core._errors import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
     StoreVersionError,
 )
@@ -49,6 +51,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
     SessionLog,
@@ -82,6 +85,14 @@ from dsh_core._model import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._sandbox import (
+    SandboxMechanisms,
+    SandboxSettings,
+    SandboxUnavailableError,
+    ToolSandbox,
+    is_secret_name,
+    tool_environment,
 )
 from dsh_core._session import (
     CreateOptions,
@@ -141,6 +152,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "WriterLock",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -168,7 +180,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
     # agent loop, built-in tools, message view
@@ -189,4 +203,11 @@ __all__ = [
     "LoopBehaviour",
     "LoopProfile",
     "loop_behaviour",
+    # tool environment and sandbox
+    "SandboxMechanisms",
+    "SandboxSettings",
+    "SandboxUnavailableError",
+    "ToolSandbox",
+    "is_secret_name",
+    "tool_environment",
 ]
