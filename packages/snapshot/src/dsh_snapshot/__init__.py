@@ -43,6 +43,7 @@ from dsh_snapshot._scenario import (
     ScenarioError,
     SnapshotMeta,
     Step,
+    detect_loop_profile,
     discover,
     load_scenario,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "ScenarioError",
     "SnapshotMeta",
     "Step",
+    "detect_loop_profile",
     "discover",
     "load_scenario",
     # running

@@ -72,6 +72,8 @@ class RunOptions:
         allowances: deliberate differences from the fixtures to forgive; ``None`` means none
             for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
             ``snapshot.yml``), as COMPATIBILITY.md lists them.
+        child_jitter_ms: test-only, replay: each subagent child's model call first sleeps a
+            random 0..N ms (``DSH_REPLAY_CHILD_JITTER_MS``), to shuffle concurrent children.
     """
 
     mode: Mode = "replay"
@@ -81,6 +83,7 @@ class RunOptions:
     api_key: str | None = None
     check: Check = "fixtures"
     allowances: Allowances | None = None
+    child_jitter_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -235,6 +238,8 @@ def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str,
         env["DSH_SNAPSHOT_OVERRIDE"] = str(scenario.override_file)
     if not options.seed_slice:
         env["DSH_REPLAY_SEED_SLICE"] = "false"
+    if options.child_jitter_ms:
+        env["DSH_REPLAY_CHILD_JITTER_MS"] = str(options.child_jitter_ms)
     return env
 
 
@@ -365,7 +370,11 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             cwd.mkdir()
         check_step_paths(scenario, cwd)
         root.mkdir()
-        env = {"DSH_SESSIONS_ROOT": str(root), "DSH_PERSISTENCE": options.composition}
+        env = {
+            "DSH_SESSIONS_ROOT": str(root),
+            "DSH_PERSISTENCE": options.composition,
+            "DSH_LOOP_PROFILE": scenario.loop,
+        }
         replaying = options.mode in ("replay", "refresh") or scenario.authored
         # Recorded commands run confined; only a live recording may reach the network.
         env |= {

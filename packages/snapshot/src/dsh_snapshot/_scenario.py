@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_core import DshError
+from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
 
 __all__ = [
     "INPUT_FILE",
@@ -28,6 +28,7 @@ __all__ = [
     "ScenarioError",
     "SnapshotMeta",
     "Step",
+    "detect_loop_profile",
     "discover",
     "load_scenario",
     "path_problem",
@@ -93,6 +94,8 @@ class SnapshotMeta(BaseModel):
     profile: str = Field(min_length=1)
     composition: Literal["default", "jsonl", "sqlite"] = "default"
     recording: Recording
+    loop: LoopProfile = DEFAULT_LOOP_PROFILE
+    """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
     description: str | None = None
     secrets_allowlist: tuple[AllowEntry, ...] = ()
 
@@ -185,6 +188,13 @@ class Scenario:
     stdout_file: Path
     session_files: tuple[Path, ...]
 
+    @property
+    def loop(self) -> LoopProfile:
+        """The loop profile to run: ``snapshot.yml``'s, or an upstream folder's detected era."""
+        if self.meta is not None:
+            return self.meta.loop
+        return detect_loop_profile(self.session_files)
+
     def compositions(self, requested: Sequence[str]) -> list[str]:
         """The persistence backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
         if self.meta is None or self.meta.composition == "default":
@@ -244,6 +254,40 @@ class Scenario:
             if isinstance(header, dict) and (header.get("seedLength") or 0) > 0:  # pyright: ignore
                 out.append(child)
         return tuple(out)
+
+
+# Event types only upstream's later agent writes; the June-era agent never did.
+_CURRENT_ERA_EVENTS = frozenset(
+    {"request/header", "session/end-seed", "subagent/descriptor", "agent/inbox/spliced"}
+)
+
+
+def detect_loop_profile(session_files: Sequence[Path]) -> LoopProfile:
+    """The era of an upstream folder's recording, from its session logs.
+
+    ``current`` when a log holds an event type only the later agent writes (``request/header``,
+    ``session/end-seed``, ``subagent/descriptor``, ``agent/inbox/spliced``) or the primary's
+    header carries ``delegationDepth`` (the June agent wrote it on children only); ``june``
+    otherwise, including when there is no log at all. Unreadable lines are skipped: the
+    scenario run reports them properly.
+    """
+    for index, path in enumerate(session_files):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(lines):
+            try:
+                row: Any = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if number == 0 and index == 0 and "delegationDepth" in row:
+                return "current"
+            if row.get("type") in _CURRENT_ERA_EVENTS:  # pyright: ignore[reportUnknownMemberType]
+                return "current"
+    return "june"
 
 
 def _load_meta(path: Path) -> SnapshotMeta:
@@ -352,6 +396,7 @@ def render_meta(meta: SnapshotMeta) -> str:
         f"profile: {meta.profile}",
         f"composition: {meta.composition}",
         f"recording: {meta.recording}",
+        f"loop: {meta.loop}",
     ]
     if meta.description is not None:
         lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
