@@ -267,9 +267,9 @@ class SessionBook:
                     {"turn": t.turn, "trigger": {"kind": "message", "source": {"kind": "user"}}},
                 )
 
-        def close_step() -> None:
+        def close_step(time: int = at) -> None:
             if t.step_open:
-                add("step/end", {"turn": t.turn, "step": t.step})
+                add("step/end", {"turn": t.turn, "step": t.step}, time)
                 t.step_open = False
 
         for message in call.messages[call.new_from :]:
@@ -329,8 +329,9 @@ class SessionBook:
             t.waiting = next(self._stamp)
             return
         t.waiting = None
-        close_step()
-        add("turn/end", {"turn": t.turn, "reason": {"kind": _TURN_END_KINDS.get(kind, "error")}})
+        close_step(end)
+        reason = {"kind": _TURN_END_KINDS.get(kind, "error")}
+        add("turn/end", {"turn": t.turn, "reason": reason}, end)
         t.turn_open = False
         t.boundaries.append(_Boundary(len(t.keys), len(s.events), t.turn))
 
