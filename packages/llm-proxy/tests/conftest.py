@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,7 @@ def upstream_key(monkeypatch: pytest.MonkeyPatch) -> str:
 def text(words: Sequence[str], *, usage: bool = True) -> list[Chunk]:
     """A text answer streamed one word per delta."""
     out: list[Chunk] = [{"type": "block-start", "index": 0, "blockType": "text"}]
-    out += [{"type": "text-delta", "index": 0, "text": w} for w in words]
+    out.extend({"type": "text-delta", "index": 0, "text": w} for w in words)
     out.append({"type": "block-end", "index": 0, "block": {"type": "text", "text": "".join(words)}})
     if usage:
         out.append(
@@ -167,7 +167,7 @@ RoundTrip = Callable[[Sequence[Sequence[Response]], Callable[[str], Any]], Recor
 
 
 @pytest.fixture
-def roundtrip(tmp_path: Path, upstream_key: str) -> Iterator[RoundTrip]:
+def roundtrip(tmp_path: Path, upstream_key: str) -> RoundTrip:
     """Record ``run(base_url)`` through the proxy against a scripted upstream, then replay it
     with the upstream stopped; both results and the recording root come back."""
 
@@ -184,4 +184,7 @@ def roundtrip(tmp_path: Path, upstream_key: str) -> Iterator[RoundTrip]:
         assert report["problems"] == []
         return Recorded(root, recorded, replayed, requests)
 
-    yield run_both
+    return run_both
+
+
+pytest_plugins = ["pytester"]

@@ -31,7 +31,7 @@ async def _delegate_then_fork(base_url: str) -> dict[str, Any]:
         lead = Agent(model, instructions="You delegate research to the researcher tool.")
 
         @lead.tool
-        async def research(ctx: RunContext[None], question: str) -> str:  # pyright: ignore[reportUnusedFunction]
+        async def research(ctx: RunContext[object], question: str) -> str:  # pyright: ignore[reportUnusedFunction]
             """Ask the researcher a question."""
             answer = await researcher.run(question, usage=ctx.usage)
             return answer.output
@@ -61,7 +61,11 @@ def test_pydantic_ai_delegation_and_a_fork(
 
     result = roundtrip([lead, researcher, fork], run)
     assert result.recorded == result.replayed
-    assert result.recorded == {"first": "It is 330 m.", "second": "About 1083 ft.", "forked": "330 m."}
+    assert result.recorded == {
+        "first": "It is 330 m.",
+        "second": "About 1083 ft.",
+        "forked": "330 m.",
+    }
     lead_h, researcher_h, fork_h = result.headers()
     assert lead_h.parent_session is None
     # The researcher shares nothing and starts while the lead waits on its tool call.

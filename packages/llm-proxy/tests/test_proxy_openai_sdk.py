@@ -96,7 +96,8 @@ def test_streaming_and_not_with_parallel_tool_calls_and_a_fork(
     assert result.upstream_requests == 4
 
     parent, child = result.headers()
-    assert parent.parent_session is None and parent.seed_length is None
+    assert parent.parent_session is None
+    assert parent.seed_length is None
     assert child.parent_session == parent.id
     parent_events = result.events(parent.id)
     turn_ends = [e.seq for e in parent_events if e.type == "turn/end"]
@@ -149,7 +150,11 @@ def test_replay_errors_reach_the_sdk_as_clear_http_errors(
     result = roundtrip([[make_text(["one"])]], run)
     with ProxyServer.replay(result.root) as proxy, _client(proxy.base_url) as client:
         assert run(proxy.base_url) == "one"
-        more = [*hello, {"role": "assistant", "content": "one"}, {"role": "user", "content": "+"}]
+        more: list[Any] = [
+            *hello,
+            {"role": "assistant", "content": "one"},
+            {"role": "user", "content": "+"},
+        ]
         with pytest.raises(openai.UnprocessableEntityError, match="script-exhausted"):
             client.chat.completions.create(model="m", messages=more, stream=True)
         with pytest.raises(openai.UnprocessableEntityError, match="unrecorded-session"):

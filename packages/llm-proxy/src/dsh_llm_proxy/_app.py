@@ -156,41 +156,57 @@ class RecordEngine:
                 media_type=upstream.headers.get("content-type", "application/json"),
                 headers={k: v for k, v in upstream.headers.items() if k.lower() == "retry-after"},
             )
-        parser = ChunkParser()
+        relay = _Relay(self.book, call, upstream, ChunkParser())
         if wants_stream:
             return StreamingResponse(
-                self._relay(call, upstream, parser),
+                relay.events(),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", SESSION_HEADER: call.session_id},
             )
-        async for _ in self._relay(call, upstream, parser):
+        async for _ in relay.events():
             pass
-        if not parser.chunks or call.tracked.busy:
-            return error_response(502, "dsh-llm-proxy: the upstream stream failed", "upstream")
+        if relay.chunks is None:
+            return error_response(502, f"dsh-llm-proxy: {relay.failure}", "upstream")
         model = str(body.get("model", ""))
         return JSONResponse(
-            completion_body([c for _, c in parser.chunks], model),
+            completion_body([c for _, c in relay.chunks], model),
             headers={SESSION_HEADER: call.session_id},
         )
 
-    async def _relay(
-        self, call: Call, upstream: httpx.Response, parser: ChunkParser
-    ) -> AsyncIterator[bytes]:
-        finished = False
+
+class _Relay:
+    """One upstream answer on its way back: forwarded as it arrives, parsed, then logged."""
+
+    def __init__(
+        self, book: SessionBook, call: Call, upstream: httpx.Response, parser: ChunkParser
+    ) -> None:
+        self._book = book
+        self._call = call
+        self._upstream = upstream
+        self._parser = parser
+        self.chunks: list[tuple[int, Chunk]] | None = None
+        self.failure = ""
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """The upstream body, piece by piece; an in-stream error event if it breaks."""
         try:
-            async for data in upstream.aiter_bytes():
-                parser.feed(data)
+            async for data in self._upstream.aiter_bytes():
+                self._parser.feed(data)
                 yield data
-            chunks = await parser.end()
-            self.book.finish(call, chunks)
-            finished = True
+            self.chunks = await self._parser.end()
+            self._book.finish(self._call, self.chunks)
         except (httpx.HTTPError, ModelError) as exc:
-            _log.warning("session %s: call not recorded: %s", call.session_id, exc)
+            self.failure = f"the upstream stream failed: {exc}"
+            _log.warning("session %s: call not recorded: %s", self._call.session_id, exc)
+            # The OpenAI SDKs raise on an event carrying "error"; others see a stream that
+            # ends without its finish.
+            error = {"error": {"message": f"dsh-llm-proxy: {self.failure}", "code": "upstream"}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
         finally:
-            if not finished:
-                await parser.cancel()
-                self.book.abandon(call)
-            await upstream.aclose()
+            if self.chunks is None:
+                await self._parser.cancel()
+                self._book.abandon(self._call)
+            await self._upstream.aclose()
 
 
 @dataclass

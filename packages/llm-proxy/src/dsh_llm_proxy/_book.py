@@ -114,6 +114,9 @@ class SessionBook:
         self._store = store
         self._sessions: list[_Tracked] = []
         self._stamp = itertools.count(1)
+        # New sessions whose first call failed, by that call's conversation: the client's retry
+        # gets the same session (and id) back rather than a fresh one.
+        self._abandoned: dict[tuple[str, ...], tuple[_Tracked, int]] = {}
 
     @property
     def session_ids(self) -> list[str]:
@@ -161,6 +164,10 @@ class SessionBook:
                         "the request does not continue its recorded conversation"
                     )
                 return found, len(found.keys)
+        retried = self._abandoned.pop(tuple(keys), None)
+        if retried is not None and explicit_id in (None, retried[0].id):
+            self._sessions.append(retried[0])
+            return retried
         extended = [
             t
             for t in self._sessions
@@ -229,6 +236,7 @@ class SessionBook:
         tracked.busy = False
         if tracked.session is None:
             self._sessions.remove(tracked)
+            self._abandoned[tuple(call.keys)] = (tracked, call.new_from)
 
     def finish(self, call: Call, chunks: Sequence[tuple[int, Chunk]]) -> None:
         """Log the call: its new request messages, then the answer's chunks as they arrived.

@@ -74,9 +74,7 @@ def llm_proxy_key_env(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def llm_proxy(
-    request: pytest.FixtureRequest, llm_proxy_upstream: str, llm_proxy_key_env: str
-) -> Iterator[str]:
+def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL of a proxy recording or replaying this test's model calls."""
     mode = str(request.config.getoption("--llm-proxy-mode"))
     node = request.node
@@ -88,15 +86,18 @@ def llm_proxy(
         if not folder.is_dir():
             pytest.fail(
                 f"no recording for this test in {folder}: run it once with "
-                f"--llm-proxy-mode=once (or record) and {llm_proxy_key_env} set",
+                "--llm-proxy-mode=once (or record) and the upstream key set",
                 pytrace=False,
             )
         server = ProxyServer.replay(folder)
     else:
         if folder.exists():
             shutil.rmtree(folder)
+        # Only recording needs an upstream and a key: replay never asks for them.
         server = ProxyServer.record(
-            folder, upstream=llm_proxy_upstream, api_key_env=llm_proxy_key_env
+            folder,
+            upstream=str(request.getfixturevalue("llm_proxy_upstream")),
+            api_key_env=str(request.getfixturevalue("llm_proxy_key_env")),
         )
     with server:
         yield server.base_url
