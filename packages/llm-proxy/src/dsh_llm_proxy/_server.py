@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 import uvicorn
 
@@ -73,6 +74,10 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     finally:
         store.close()
     return _Recording(scripts, models)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    del signum, frame
 
 
 class ProxyServer:
@@ -147,9 +152,14 @@ class ProxyServer:
     def serve_forever(self) -> None:
         """Serve in this thread until SIGINT / SIGTERM (the CLI)."""
         server = self._uvicorn()
+        # uvicorn handles SIGINT / SIGTERM itself, then re-raises them to the handlers it found
+        # installed; inert ones let this function return and report the exit status.
+        previous = {s: signal.signal(s, _stopped) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             asyncio.run(server.serve(sockets=[self.bind()]))
         finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             self._close_store()
 
     def start(self) -> ProxyServer:
