@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ class Exited:
 
 
 @contextmanager
-def _proxy(*args: str) -> Iterator[tuple[str, Exited]]:
+def _proxy(*args: str) -> Generator[tuple[str, Exited]]:
     exited = Exited()
     with subprocess.Popen(
         [SCRIPT, *args],
