@@ -54,11 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             server = ProxyServer.replay(args.root, port=args.port)
-        print(f"BASE_URL={server.base_url}", flush=True)
+        base_url = server.base_url
     except (DshError, OSError) as exc:
         print(f"dsh-llm-proxy: {exc}", file=sys.stderr)
         return 2
-    server.serve_forever()
+    server.serve_forever(ready=lambda: print(f"BASE_URL={base_url}", flush=True))
     problems = server.problems()
     for problem in problems:
         print(f"dsh-llm-proxy replay: not consumed: {problem}", file=sys.stderr)

@@ -6,6 +6,7 @@ import asyncio
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -149,14 +150,28 @@ class ProxyServer:
         self._server = uvicorn.Server(config)
         return self._server
 
-    def serve_forever(self) -> None:
-        """Serve in this thread until SIGINT / SIGTERM (the CLI)."""
+    def serve_forever(self, ready: Callable[[], None] | None = None) -> None:
+        """Serve in this thread until SIGINT / SIGTERM (the CLI).
+
+        Args:
+            ready: called once the server accepts connections and handles the signals (so
+                that a parent that stops it right after hearing of it is not too early).
+        """
         server = self._uvicorn()
+
+        async def serve() -> None:
+            task = asyncio.create_task(server.serve(sockets=[self.bind()]))
+            while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has a flag, no event
+                await asyncio.sleep(0.01)
+            if server.started and ready is not None:
+                ready()
+            await task
+
         # uvicorn handles SIGINT / SIGTERM itself, then re-raises them to the handlers it found
         # installed; inert ones let this function return and report the exit status.
         previous = {s: signal.signal(s, _stopped) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            asyncio.run(server.serve(sockets=[self.bind()]))
+            asyncio.run(serve())
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
