@@ -123,6 +123,11 @@ class SessionBook:
         """Ids of the sessions tracked so far, in creation order."""
         return [t.id for t in self._sessions]
 
+    @property
+    def headers(self) -> list[SessionHeader]:
+        """Headers of the sessions tracked so far (parent, seedLength…), in creation order."""
+        return [t.header for t in self._sessions]
+
     def assign(
         self,
         body: Mapping[str, Any],
