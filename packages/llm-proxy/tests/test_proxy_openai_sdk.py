@@ -188,3 +188,28 @@ def _two_calls(client: openai.OpenAI) -> list[str | None]:
     messages += [{"role": "assistant", "content": "1"}, {"role": "user", "content": "b"}]
     second = client.chat.completions.create(model="m", messages=messages)
     return [first.choices[0].message.content, second.choices[0].message.content]
+
+
+def test_a_changed_prompt_is_a_replay_error_not_a_stale_answer(
+    roundtrip: Any, make_text: Callable[..., list[Chunk]]
+) -> None:
+    result = roundtrip([[make_text(["1"]), make_text(["2"])]], _run_two_calls)
+    with ProxyServer.replay(result.root) as proxy, _client(proxy.base_url) as client:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+        changed: list[Any] = [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "1"},
+            {"role": "user", "content": "b, but reworded"},
+        ]
+        with pytest.raises(openai.UnprocessableEntityError, match="differ from the recording"):
+            client.chat.completions.create(model="m", messages=changed)
+        report = proxy.report()
+    assert report["ok"] is False
+    assert any(
+        'recorded ["user: b"], got ["user: b, but reworded"]' in p for p in report["problems"]
+    )
+
+
+def _run_two_calls(base_url: str) -> list[str | None]:
+    with _client(base_url) as client:
+        return _two_calls(client)

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -215,16 +215,42 @@ class ReplayEngine:
 
     client: ReplayModelClient
     models_seen: Sequence[str] = ()
+    recorded_inputs: Mapping[str, Sequence[Sequence[str]]] = field(
+        default_factory=dict[str, Sequence[Sequence[str]]]
+    )
 
     def __post_init__(self) -> None:
         self.book = SessionBook(None)
+        self._calls: dict[str, int] = {}
+        self._mismatches: list[str] = []
+
+    def _mismatch(self, call: Call) -> str | None:
+        """How the live call's new messages differ from the recorded call's, if they do."""
+        number = self._calls[call.session_id] = self._calls.get(call.session_id, 0) + 1
+        scripts = {s["sessionId"]: s["script"] for s in self.client.report()["sessions"]}
+        source = scripts.get(call.session_id)
+        recorded = self.recorded_inputs.get(source or "", ())
+        if source is None or number > len(recorded):
+            return None  # unrecorded or exhausted: the replay client says so itself
+        expected, live = list(recorded[number - 1]), call.inputs()
+        if expected == live:
+            return None
+        return (
+            f"session {call.session_id} (script {source}) call {number}: the request's new "
+            f"messages differ from the recording: recorded {_clip(expected)}, got {_clip(live)}"
+        )
 
     async def aclose(self) -> None:
         """Nothing to release; the report is read by whoever owns the engine."""
 
     def report(self) -> ReplayReport:
-        """The consumption report so far (``ok`` once every script was used exactly)."""
-        return self.client.report()
+        """The consumption report so far (``ok`` once every script was used exactly and every
+        request matched its recorded one)."""
+        report = self.client.report()
+        if self._mismatches:
+            report["problems"] = [*report["problems"], *self._mismatches]
+            report["ok"] = False
+        return report
 
     async def report_endpoint(self, request: Request) -> Response:
         """``GET /_dsh/report``."""
@@ -258,6 +284,11 @@ class ReplayEngine:
             return error_response(exc.status or 500, exc.message, exc.code or "model-error")
         if first is not None:
             collected.append(first)
+        mismatch = self._mismatch(call)
+        if mismatch is not None:
+            self._mismatches.append(mismatch)
+            self.book.abandon(call)
+            return error_response(422, f"dsh-llm-proxy replay: {mismatch}", "request-mismatch")
         if body.get("stream") is True:
             return StreamingResponse(
                 self._stream(call, collected, chunks, model),
@@ -296,6 +327,11 @@ class ReplayEngine:
         finally:
             if not finished:
                 self.book.abandon(call)
+
+
+def _clip(inputs: Sequence[str], limit: int = 200) -> str:
+    text = json.dumps(list(inputs), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 Engine = RecordEngine | ReplayEngine

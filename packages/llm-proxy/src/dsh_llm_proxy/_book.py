@@ -38,7 +38,7 @@ from dsh_core import (
 from dsh_llm_proxy._wire import as_mapping, finish_kind, message_key, message_text, response_blocks
 from dsh_llm_proxy._wire import response_key as _response_key
 
-__all__ = ["Call", "SessionBook", "SessionConflictError"]
+__all__ = ["Call", "SessionBook", "SessionConflictError", "call_inputs"]
 
 _TURN_END_KINDS = {"stop": "completed", "max-tokens": "max-tokens"}
 
@@ -100,6 +100,45 @@ class Call:
     def session_id(self) -> str:
         """The id of the session the call belongs to."""
         return self.tracked.id
+
+    def inputs(self) -> list[str]:
+        """What this call adds to its session, as replay compares it (see :func:`call_inputs`)."""
+        out: list[str] = []
+        for message in self.messages[self.new_from :]:
+            text = message_text(message.get("content"))
+            if message.get("role") == "user":
+                out.append(f"user: {text}")
+            elif message.get("role") == "tool":
+                out.append(f"tool {message.get('tool_call_id')}: {text}")
+        return out
+
+
+def call_inputs(events: Sequence[Event]) -> list[list[str]]:
+    """For each recorded call (each step with chunks), the user messages and tool results
+    logged since the previous call, in the form of :meth:`Call.inputs`."""
+    out: list[list[str]] = []
+    pending: list[str] = []
+    current: tuple[Any, Any] | None = None
+    for event in events:
+        data = event.data
+        if event.type == "user/message":
+            pending.append("user: " + "".join(_texts(data.get("content"))))
+        elif event.type == "tool/result":
+            pending.append(f"tool {data.get('callId')}: " + "".join(_texts(data.get("content"))))
+        elif event.type == "assistant/chunk":
+            at = (data.get("turn"), data.get("step"))
+            if at != current:
+                current = at
+                out.append(pending)
+                pending = []
+    return out
+
+
+def _texts(content: Any) -> list[str]:
+    blocks = cast(list[Any], content) if isinstance(content, list) else []
+    return [
+        str(as_mapping(b).get("text", "")) for b in blocks if as_mapping(b).get("type") == "text"
+    ]
 
 
 class SessionBook:

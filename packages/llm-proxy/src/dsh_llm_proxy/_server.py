@@ -26,6 +26,7 @@ from dsh_llm_proxy._app import (
     detect_store,
     open_store,
 )
+from dsh_llm_proxy._book import call_inputs
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
@@ -41,6 +42,7 @@ __all__ = ["ProxyServer", "load_recording"]
 class _Recording:
     scripts: list[SessionScript]
     models: list[str]
+    inputs: dict[str, list[list[str]]]  # per script source: each call's new messages
 
 
 def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
@@ -59,6 +61,7 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     try:
         scripts: list[SessionScript] = []
         models: list[str] = []
+        inputs: dict[str, list[list[str]]] = {}
         for header in store.list_sessions():
             log = store.load(header.id)
             source = f"{path}/{header.id}"
@@ -67,6 +70,7 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
             entries = derive_replay_script(events, source)
             replay_header = ReplayHeader(header.id, header.created_at, seed, header.parent_session)
             scripts.append(SessionScript(source, replay_header, tuple(entries)))
+            inputs[source] = call_inputs(events)
             for event in log.events:
                 if event.type == "request/header":
                     model = event.data.get("header", {}).get("config", {}).get("model")
@@ -74,7 +78,7 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
                         models.append(model)
     finally:
         store.close()
-    return _Recording(scripts, models)
+    return _Recording(scripts, models, inputs)
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
@@ -118,7 +122,8 @@ class ProxyServer:
     def replay(cls, root: Path | str, *, port: int = 0) -> ProxyServer:
         """A keyless proxy answering from the recording in ``root``."""
         recording = load_recording(root)
-        return cls(ReplayEngine(ReplayModelClient(recording.scripts), recording.models), None, port)
+        client = ReplayModelClient(recording.scripts)
+        return cls(ReplayEngine(client, recording.models, recording.inputs), None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
