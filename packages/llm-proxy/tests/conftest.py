@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,16 +22,19 @@ KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 
 
 @pytest.fixture(autouse=True)
-def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refuse every connection that leaves 127.0.0.1 / ::1: no SDK may phone home."""
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Refuse every connection that leaves 127.0.0.1 / ::1, and fail the test if anything
+    tried: an SDK phoning home from a background thread would swallow the refusal."""
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
+    attempts: list[str] = []
 
     def check(sock: socket.socket, address: Any) -> None:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             host = str(address[0])
             if host not in ("127.0.0.1", "::1", "localhost"):
-                raise AssertionError(f"a test tried to connect to {address!r}: network is off")
+                attempts.append(repr(address))
+                raise ConnectionRefusedError(f"network is off in tests: {address!r}")
 
     def connect(sock: socket.socket, address: Any) -> None:
         check(sock, address)
@@ -47,6 +50,8 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy-client-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    yield attempts
+    assert attempts == [], f"the test tried to leave the machine: {attempts}"
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ session conflicts; and the SQLite store, explicit session ids and ``/models``.""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,12 @@ def test_sqlite_store_records_and_replays(
         assert proxy.problems() == []
     assert recorded == replayed == "from sqlite"
     assert [m.id for m in models] == ["m"]
+
+
+def test_the_network_guard_bites(loopback_only: list[str]) -> None:
+    # 192.0.2.1 is TEST-NET-1: never routed. The guard must refuse before any packet leaves,
+    # and remember the attempt so that teardown fails even if the caller swallowed the error.
+    with socket.socket() as sock, pytest.raises(ConnectionRefusedError, match="network is off"):
+        sock.connect(("192.0.2.1", 443))
+    assert loopback_only == ["('192.0.2.1', 443)"]
+    loopback_only.clear()
