@@ -213,3 +213,22 @@ def test_a_changed_prompt_is_a_replay_error_not_a_stale_answer(
 def _run_two_calls(base_url: str) -> list[str | None]:
     with _client(base_url) as client:
         return _two_calls(client)
+
+
+def test_the_end_marker_inside_a_models_text_is_only_text(
+    roundtrip: Any, make_text: Callable[..., list[Chunk]]
+) -> None:
+    words = ["An SSE stream ends with\n", "data: [DONE]", "\n\n", "then closes."]
+
+    def run(base_url: str) -> list[str]:
+        with _client(base_url) as client:
+            return _streamed_text(client, [{"role": "user", "content": "How does SSE end?"}])
+
+    result = roundtrip([[make_text(words)]], run)
+    assert result.recorded == result.replayed == words
+    (header,) = result.headers()
+    kinds = [
+        e.data["chunk"]["type"] for e in result.events(header.id) if e.type == "assistant/chunk"
+    ]
+    assert kinds.count("text-delta") == 4
+    assert kinds[-1] == "finish"

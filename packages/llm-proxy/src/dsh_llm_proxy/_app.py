@@ -41,6 +41,9 @@ _REDACTED = "[redacted]"
 # Statuses the OpenAI SDKs do not retry, plus their documented opt-out header: a replay error
 # must surface once, with its message, not after three identical attempts.
 _NO_RETRY = {"x-should-retry": "false"}
+# The SSE end marker at the start of a line: inside a JSON string a newline is escaped, so a
+# model that writes "data: [DONE]" in its text cannot be mistaken for it.
+_DONE = b"\ndata: [DONE]"
 
 
 def error_response(status: int, message: str, code: str) -> JSONResponse:
@@ -187,14 +190,26 @@ class _Relay:
         self.chunks: list[tuple[int, Chunk]] | None = None
         self.failure = ""
 
+    async def _finish(self) -> None:
+        chunks = await self._parser.end()
+        self._book.finish(self._call, chunks)
+        self.chunks = chunks
+
     async def events(self) -> AsyncIterator[bytes]:
         """The upstream body, piece by piece; an in-stream error event if it breaks."""
+        tail = b"\n"  # the body's start counts as a line start
         try:
             async for data in self._upstream.aiter_bytes():
-                self._parser.feed(data)
+                if self.chunks is None:
+                    self._parser.feed(data)
+                    # Log the call before the client sees its end: a client that sends its
+                    # next request at once must find this session's call finished.
+                    if _DONE in tail + data:
+                        await self._finish()
+                    tail = (tail + data)[-len(_DONE) :]
                 yield data
-            self.chunks = await self._parser.end()
-            self._book.finish(self._call, self.chunks)
+            if self.chunks is None:
+                await self._finish()
         except (httpx.HTTPError, ModelError) as exc:
             self.failure = f"the upstream stream failed: {exc}"
             _log.warning("session %s: call not recorded: %s", self._call.session_id, exc)
@@ -321,9 +336,10 @@ class ReplayEngine:
         finished = False
         try:
             async for event in sse_events(chunks(), model):
+                if event.startswith(_DONE[1:]):  # finish first: the client may call at once
+                    self.book.finish(call, [(call.received, c) for c in seen])
+                    finished = True
                 yield event
-            self.book.finish(call, [(call.received, c) for c in seen])
-            finished = True
         finally:
             if not finished:
                 self.book.abandon(call)
