@@ -192,3 +192,18 @@ def test_the_network_guard_bites(loopback_only: list[str]) -> None:
         sock.connect(("192.0.2.1", 443))
     assert loopback_only == ["('192.0.2.1', 443)"]
     loopback_only.clear()
+
+
+def test_record_refuses_a_root_that_already_holds_sessions(
+    tmp_path: Path, upstream_key: str, make_text: Callable[..., list[Chunk]]
+) -> None:
+    with (
+        ScriptedModelServer([[make_text(["x"])]], api_key=upstream_key) as upstream,
+        ProxyServer.record(tmp_path, upstream=upstream.base_url, api_key_env=KEY_ENV) as proxy,
+        _client(proxy.base_url) as client,
+    ):
+        client.chat.completions.create(model="m", messages=HELLO)
+    before = sorted(p.read_bytes() for p in tmp_path.iterdir())
+    with pytest.raises(DshError, match="already holds 1 recorded sessions"):
+        ProxyServer.record(tmp_path, api_key_env=KEY_ENV)
+    assert sorted(p.read_bytes() for p in tmp_path.iterdir()) == before

@@ -112,10 +112,19 @@ class ProxyServer:
         """A recording proxy writing into ``root``.
 
         Raises:
-            DshError: the key variable is not set.
+            DshError: the key variable is not set, or ``root`` already holds sessions.
         """
         key = api_key_from_env(api_key_env)
         opened = open_store(Path(root), store)
+        existing = len(opened.list_sessions())
+        if existing:
+            opened.close()
+            # Replay binds every session of a root in creation order: old sessions mixed with
+            # a new recording would be bound first and answer the wrong calls.
+            raise DshError(
+                f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
+                "record into an empty folder (or delete it first)"
+            )
         return cls(RecordEngine(opened, upstream, key), opened, port)
 
     @classmethod
