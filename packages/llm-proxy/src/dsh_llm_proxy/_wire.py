@@ -36,7 +36,13 @@ __all__ = [
     "sse_events",
 ]
 
-_FINISH_REASONS = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
+# As ChunkEncoder sends them, so that streamed and non-streamed replays agree.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "tool-calls": "tool_calls",
+    "max-tokens": "length",
+    "error": "insufficient_system_resource",
+}
 
 
 _EMPTY: Mapping[str, Any] = {}
