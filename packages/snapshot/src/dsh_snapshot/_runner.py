@@ -24,6 +24,7 @@ from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._diff import Difference, first_difference
+from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._keyscan import scan_folder
 from dsh_snapshot._normalize import (
     Normalizer,
@@ -33,7 +34,14 @@ from dsh_snapshot._normalize import (
     normalize_log_text,
     parse_jsonl,
 )
-from dsh_snapshot._scenario import META_FILE, Scenario, SnapshotMeta, render_meta
+from dsh_snapshot._provenance import (
+    Provenance,
+    Usage,
+    live_provenance,
+    recording_usage,
+    with_provenance,
+)
+from dsh_snapshot._scenario import META_FILE, Scenario
 
 __all__ = [
     "Check",
@@ -96,6 +104,14 @@ class ScenarioResult:
     written: list[str] = field(default_factory=list[str])
     logs: list[list[Any]] = field(default_factory=list[list[Any]])
     frames: list[Any] = field(default_factory=list[Any])
+    usage: Usage = field(default_factory=Usage)
+    missed: list[str] = field(default_factory=list[str])
+    attempts: int = 1
+
+    @property
+    def calls(self) -> int:
+        """Model calls of the run: replayed ones, else those the harvested logs record."""
+        return self.calls_replayed or self.usage.calls
 
     @property
     def summary(self) -> str:
@@ -160,9 +176,16 @@ def _render(rows: list[Any]) -> str:
 
 
 def write_fixtures(
-    scenario: Scenario, logs: list[list[Any]], frames: list[Any], recording: str | None
+    scenario: Scenario,
+    logs: list[list[Any]],
+    frames: list[Any],
+    recording: str | None,
+    provenance: Provenance | None = None,
 ) -> list[str]:
     """Write normalised outputs into the scenario folder atomically; drop stale children.
+
+    ``snapshot.yml`` gets ``recording`` and ``provenance`` (see :func:`with_provenance`) when a
+    recording is given; its other lines stay as they are.
 
     Returns:
         the names of the files whose bytes changed.
@@ -173,8 +196,9 @@ def write_fixtures(
         name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
         wanted[scenario.path / name] = _render(rows)
     if scenario.meta is not None and recording is not None:
-        meta = SnapshotMeta.model_validate({**scenario.meta.model_dump(), "recording": recording})
-        wanted[scenario.path / META_FILE] = render_meta(meta)
+        meta_file = scenario.path / META_FILE
+        meta_text = meta_file.read_text(encoding="utf-8")
+        wanted[meta_file] = with_provenance(meta_text, recording, provenance)
     for path, text in wanted.items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             _atomic_write(path, text)
@@ -352,6 +376,15 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
     return result
 
 
+def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
+    """Record modes: check ``expect:`` of ``snapshot.yml``; a miss writes nothing."""
+    if scenario.meta is None or not scenario.meta.expect:
+        return True
+    result.missed = check_expectations(scenario.meta.expect, result.logs)
+    result.failures.extend(f"expectation missed: {m}" for m in result.missed)
+    return not result.missed
+
+
 def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> None:
     if options.mode == "replay":
         result.failures.extend(str(f) for f in scan_folder(scenario.path))
@@ -383,10 +416,9 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             else:
                 if not options.api_key:
                     raise AgentError("record needs DEEPSEEK_API_KEY")
+                # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
+                env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
-                for name in ("DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL"):
-                    if os.environ.get(name):
-                        env[name] = os.environ[name]
             agent = AgentProcess(cwd, base_env(env), options.timeout)
             try:
                 for step in scenario.steps:
@@ -402,6 +434,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
         logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames
+        result.usage = recording_usage(logs)
         consumed = True
         if replaying:
             before = len(result.failures)
@@ -417,7 +450,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             if allowances is None:
                 allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
             _compare(scenario, logs, frames, result, allowances)
-        elif not result.failures:
+        elif not result.failures and _meets_expectations(scenario, result):
             recording = None
             if scenario.meta is not None:
                 recording = (
@@ -427,7 +460,12 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                         options.mode, scenario.meta.recording
                     )
                 )
-            result.written = write_fixtures(scenario, logs, frames, recording)
+            provenance = None
+            if recording == "live":
+                from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
+
+                provenance = live_provenance(DeepSeekSettings(), result.usage)
+            result.written = write_fixtures(scenario, logs, frames, recording, provenance)
             # A live recording is where a key could slip in: say so now, not at the next gate.
             result.failures.extend(str(f) for f in scan_folder(scenario.path))
     finally:

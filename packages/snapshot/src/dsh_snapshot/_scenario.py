@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DshError
+from dsh_snapshot._expect import PromptExpectation
+from dsh_snapshot._provenance import Provenance
 
 __all__ = [
     "INPUT_FILE",
@@ -37,6 +39,7 @@ META_FILE = "snapshot.yml"
 SCRIPT_FILE = "model.script.json"
 OVERRIDE_FILE = "replay.override.json"
 STDOUT_FILES = ("stdout.expected.jsonl", "stdout.golden.jsonl")
+PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 Recording = Literal["live", "scripted", "authored"]
@@ -63,6 +66,8 @@ class SnapshotMeta(BaseModel):
     composition: Literal["default", "jsonl", "sqlite"] = "default"
     recording: Recording
     description: str | None = None
+    expect: list[PromptExpectation] | None = None
+    provenance: Provenance | None = None
 
 
 class Step(BaseModel):
@@ -200,9 +205,24 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
         field, msg = _field_of(exc)
         raise ScenarioError(path, field, msg) from None
     for index, step in enumerate(steps):
-        if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
+        if step.op in PROMPT_OPS and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
     return tuple(steps)
+
+
+def _check_expect_prompts(path: Path, meta: SnapshotMeta, steps: Sequence[Step]) -> None:
+    prompts = sum(1 for s in steps if s.op in PROMPT_OPS)
+    seen: set[int] = set()
+    for index, exp in enumerate(meta.expect or []):
+        if exp.prompt > prompts:
+            raise ScenarioError(
+                path,
+                f"expect.{index}.prompt",
+                f"prompt {exp.prompt} does not exist: input.json has {prompts} prompt steps",
+            )
+        if exp.prompt in seen:
+            raise ScenarioError(path, f"expect.{index}.prompt", f"prompt {exp.prompt} twice")
+        seen.add(exp.prompt)
 
 
 def _session_files(folder: Path) -> tuple[Path, ...]:
@@ -238,6 +258,8 @@ def load_scenario(folder: Path) -> Scenario:
     meta_file = folder / META_FILE
     meta = _load_meta(meta_file) if meta_file.is_file() else None
     steps = _load_steps(folder / INPUT_FILE)
+    if meta is not None:
+        _check_expect_prompts(meta_file, meta, steps)
     stdout = next(
         (folder / n for n in STDOUT_FILES if (folder / n).is_file()), folder / STDOUT_FILES[0]
     )

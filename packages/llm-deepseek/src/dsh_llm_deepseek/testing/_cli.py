@@ -1,4 +1,5 @@
-"""``dsh-scripted-model-server --script FILE [--port 0]``: the server as a process."""
+"""``dsh-scripted-model-server --script FILE | --library DIR [--port 0]``: the server as a
+process."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from dsh_llm_deepseek.testing._library import ScriptLibrary
 from dsh_llm_deepseek.testing._script import ScriptError
 from dsh_llm_deepseek.testing._server import ScriptedModelServer
 
@@ -25,7 +27,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="dsh-scripted-model-server",
         description="Serve scripted OpenAI-compatible streaming responses on 127.0.0.1.",
     )
-    parser.add_argument("--script", required=True, help="JSON script file")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--script", help="JSON script file")
+    source.add_argument(
+        "--library",
+        metavar="DIR",
+        help="serve every scenario folder under DIR (input.json + model.script.json), "
+        "routing each request by its content",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument(
         "--ignore-stdin",
@@ -34,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        server = ScriptedModelServer.from_file(args.script, port=args.port)
+        if args.library is not None:
+            library = ScriptLibrary.from_folder(args.library)
+            server = ScriptedModelServer(port=args.port, router=library.route)
+        else:
+            server = ScriptedModelServer.from_file(args.script, port=args.port)
     except ScriptError as exc:
         print(f"dsh-scripted-model-server: invalid script: {exc}", file=sys.stderr)
         return 2

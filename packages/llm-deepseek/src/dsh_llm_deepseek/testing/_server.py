@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,7 +32,11 @@ from dsh_llm_deepseek.testing._script import (
     validate_script,
 )
 
-__all__ = ["RecordedRequest", "ScriptedModelServer"]
+__all__ = ["RecordedRequest", "Router", "ScriptedModelServer"]
+
+Router = Callable[[dict[str, Any] | None], tuple[Response | None, str | None]]
+"""Answers a chat request body by content (see ``ScriptLibrary.route``): a response, or
+``None`` and the reason."""
 
 _log = logging.getLogger("dsh_llm_deepseek.testing")
 
@@ -123,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
             owner._record(session_id, 0, body, received, 401, "bad API key", authorized, self.path)
             self._error(401, "Authentication Fails, Your api key is invalid", session_id, 0)
             return
-        call, response, error = owner._next_response(session_id)
+        call, response, error = owner._next_response(session_id, body)
         if response is None:
             message = error or "no response"
             owner._record(session_id, call, body, received, 500, message, authorized, self.path)
@@ -247,6 +251,8 @@ class ScriptedModelServer:
         sessions: scripts to queue, as by :meth:`add_session`, in order.
         api_key: when set, requests must carry ``Authorization: Bearer <api_key>`` (else 401).
         port: the port to listen on (0 picks a free one).
+        router: when given, answers every chat request by its content instead of the session
+            scripts (a ``ScriptLibrary``'s ``route``).
     """
 
     def __init__(
@@ -255,8 +261,10 @@ class ScriptedModelServer:
         *,
         api_key: str | None = None,
         port: int = 0,
+        router: Router | None = None,
     ) -> None:
         self.api_key = api_key
+        self.router = router
         self._port = port
         self._lock = threading.Lock()
         self._queued: deque[_Script] = deque()
@@ -377,10 +385,15 @@ class ScriptedModelServer:
 
     # --- called by the handler threads ---------------------------------------------------------
 
-    def _next_response(self, session_id: str | None) -> tuple[int, Response | None, str | None]:
+    def _next_response(
+        self, session_id: str | None, body: dict[str, Any] | None = None
+    ) -> tuple[int, Response | None, str | None]:
         with self._lock:
             call = self._calls.get(session_id, 0) + 1
             self._calls[session_id] = call
+        if self.router is not None:
+            return (call, *self.router(body))
+        with self._lock:
             if session_id is None:
                 return call, None, f"request without a {SESSION_HEADER} header (call {call})"
             script = self._bound.get(session_id)
