@@ -22,11 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from dsh_snapshot._agent import as_object
 
 __all__ = [
     "DELEGATION_TOOLS",
@@ -34,6 +32,7 @@ __all__ = [
     "PromptExpectation",
     "TurnFacts",
     "check_expectations",
+    "json_object",
     "seed_length",
     "turn_facts",
 ]
@@ -121,18 +120,21 @@ class TurnFacts:
         )
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return as_object(value) or {}
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
 def _texts(content: Any) -> str:
     blocks: list[Any] = content if isinstance(content, list) else []  # pyright: ignore
-    return "".join(str(_obj(b).get("text", "")) for b in blocks if _obj(b).get("type") == "text")
+    return "".join(
+        str(json_object(b).get("text", "")) for b in blocks if json_object(b).get("type") == "text"
+    )
 
 
 def seed_length(log: Sequence[Any]) -> int:
     """The ``seedLength`` of a log's header row (0 when absent)."""
-    value = _obj(log[0] if log else None).get("seedLength")
+    value = json_object(log[0] if log else None).get("seedLength")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
@@ -149,7 +151,7 @@ def turn_facts(logs: Sequence[Sequence[Any]]) -> list[TurnFacts]:
     turns: list[TurnFacts] = []
     by_call: dict[str, ChildFacts] = {}
     for row in logs[0][1:]:
-        kind, data = _obj(row).get("type"), _obj(_obj(row).get("data"))
+        kind, data = json_object(row).get("type"), json_object(json_object(row).get("data"))
         if kind == "turn/start":
             turns.append(TurnFacts())
         elif not turns:
@@ -171,7 +173,7 @@ def turn_facts(logs: Sequence[Sequence[Any]]) -> list[TurnFacts]:
                 facts.returned = _texts(data.get("content"))
         elif kind == "turn/end":
             reason = data.get("reason")
-            turns[-1].end = str(_obj(reason).get("kind")) if reason is not None else None
+            turns[-1].end = str(json_object(reason).get("kind")) if reason is not None else None
     return turns
 
 

@@ -20,8 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from dsh_snapshot._agent import as_object
-from dsh_snapshot._expect import seed_length
+from dsh_snapshot._expect import json_object, seed_length
 
 __all__ = [
     "Provenance",
@@ -69,16 +68,16 @@ def recording_usage(logs: Sequence[Sequence[Any]]) -> Usage:
     for log in logs:
         calls = inp = out = cache = reasoning = errors = 0
         for row in log[1 + seed_length(log) :]:
-            event = as_object(row) or {}
+            event = json_object(row)
             if event.get("type") != "assistant/chunk":
                 continue
-            chunk = as_object((as_object(event.get("data")) or {}).get("chunk")) or {}
+            chunk = json_object(json_object(event.get("data")).get("chunk"))
             if chunk.get("type") == "finish":
                 calls += 1
-                if (as_object(chunk.get("reason")) or {}).get("kind") == "error":
+                if json_object(chunk.get("reason")).get("kind") == "error":
                     errors += 1
             elif chunk.get("type") == "usage":
-                usage = as_object(chunk.get("usage")) or {}
+                usage = json_object(chunk.get("usage"))
                 inp += _int(usage.get("inputTokens"))
                 out += _int(usage.get("outputTokens"))
                 cache += _int(usage.get("cacheReadTokens"))
