@@ -61,7 +61,9 @@ def report(scenarios: Sequence[Scenario]) -> tuple[str, bool]:
         all_met = all_met and not missed
         prov = s.meta.provenance if s.meta else None
         model = prov.model if prov else "-"
-        tokens = f"{prov.tokens.calls} / {prov.tokens.input} / {prov.tokens.output}" if prov else "-"
+        tokens = (
+            f"{prov.tokens.calls} / {prov.tokens.input} / {prov.tokens.output}" if prov else "-"
+        )
         verdict = "none stated" if not expect else ("met" if not missed else "**MISSED**")
         rows.append(
             f"| {s.name} | {s.meta.recording if s.meta else 'upstream'} | {model} | {tokens} "
