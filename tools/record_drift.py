@@ -84,7 +84,7 @@ def report(scenarios: Sequence[Scenario]) -> tuple[str, bool]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("snapshots")])
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
