@@ -54,9 +54,11 @@ def test_live_key_value_is_found_even_without_a_pattern(
     assert [(f.line, f.kind) for f in findings] == [(2, "the value of DEEPSEEK_API_KEY")]
 
 
-def test_folder_scan_covers_workspace_and_skips_hidden(tmp_path: Path) -> None:
+def test_folder_scan_covers_workspace_and_hidden_files(tmp_path: Path) -> None:
+    key = "sk-" + "0123456789abcdef" * 2
     (tmp_path / "workspace").mkdir()
-    (tmp_path / "workspace" / "notes.txt").write_text("sk-abcdefghijklmnopqrstu\n")
-    (tmp_path / ".hidden").write_text("sk-abcdefghijklmnopqrstu\n")
+    (tmp_path / "workspace" / "notes.txt").write_text(f"{key}\n")
+    (tmp_path / ".hidden").write_text(f"{key}\n")
     findings = scan_folder(tmp_path)
-    assert [f.path.name for f in findings] == ["notes.txt"]
+    assert sorted(f.file for f in findings) == [".hidden", "workspace/notes.txt"]
+    assert all(key not in str(f) for f in findings)

@@ -13,6 +13,7 @@ from dsh_core._agent import (
     TurnOutcome,
     next_turn_number,
 )
+from dsh_core._atomic import atomic_write
 from dsh_core._bash import BashTool
 from dsh_core._errors import (
     DshError,
@@ -159,6 +160,8 @@ __all__ = [
     "SessionNotFoundError",
     "StoreCorruptError",
     "StoreVersionError",
+    # files
+    "atomic_write",
     # agent loop, built-in tools, message view
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",

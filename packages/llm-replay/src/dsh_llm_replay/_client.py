@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_core import Chunk, ModelError, ModelRequest, atomic_write
 from dsh_llm_replay._errors import (
     NotConsumedError,
     ReplayCallError,
@@ -22,6 +20,7 @@ from dsh_llm_replay._errors import (
     UnrecordedSessionError,
 )
 from dsh_llm_replay._load import SessionScript, load_session_scripts
+from dsh_llm_replay._ready import touch_marker
 from dsh_llm_replay._script import ChunksEntry, HangEntry, ThrowEntry
 from dsh_llm_replay._settings import ReplaySettings
 
@@ -142,7 +141,7 @@ async def _replay_hang(entry: HangEntry) -> AsyncIterator[Chunk]:
     if entry.ready_file is not None:
         # Reaching here means the consumer asked for the next chunk, so the partial text has
         # been handled: an external driver may now cancel deterministically.
-        Path(entry.ready_file).write_bytes(b"")  # noqa: ASYNC240 - an empty marker file
+        touch_marker(entry.ready_file)
     await asyncio.Event().wait()  # only cancellation ends a hang
     raise AssertionError("unreachable: an asyncio.Event nobody sets was set")  # pragma: no cover
 
@@ -329,16 +328,8 @@ class ReplayModelClient:
 
     def write_report(self, path: Path | str) -> None:
         """Write :meth:`report` as JSON, atomically (a reader never sees half a report)."""
-        target = Path(path)
         text = json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, text)
 
 
 def check_report(report: Path | str | dict[str, Any]) -> ReplayReport:

@@ -11,11 +11,11 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DshError
 from dsh_snapshot._expect import PromptExpectation
@@ -23,6 +23,7 @@ from dsh_snapshot._provenance import Provenance
 
 __all__ = [
     "INPUT_FILE",
+    "AllowEntry",
     "META_FILE",
     "SCRIPT_FILE",
     "Scenario",
@@ -31,7 +32,8 @@ __all__ = [
     "Step",
     "discover",
     "load_scenario",
-    "render_meta",
+    "path_problem",
+    "step_paths",
 ]
 
 INPUT_FILE = "input.json"
@@ -56,6 +58,34 @@ class ScenarioError(DshError):
         super().__init__(f"{path}:{what} {reason}")
 
 
+def _relative_inside(value: str, base: str = "the scenario folder") -> str:
+    posix = PurePosixPath(value)
+    if posix.is_absolute() or value.startswith("~") or "\\" in value:
+        raise ValueError(f"{value!r} must be a path relative to {base}, with /")
+    if ".." in posix.parts or "\x00" in value:
+        raise ValueError(f"{value!r} must stay inside {base} (no '..')")
+    return posix.as_posix()
+
+
+class AllowEntry(BaseModel):
+    """One reviewed false positive of the key scan, as ``snapshot.yml`` lists it.
+
+    Attributes:
+        file: the file, relative to the scenario folder (``workspace/notes.txt``).
+        line: the 1-based line the scan reported.
+        hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
+            value itself).
+        reason: why this is not a secret; a reviewer reads it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
+    line: int = Field(ge=1)
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    reason: str = Field(min_length=8, pattern=r"\S")
+
+
 class SnapshotMeta(BaseModel):
     """The contents of ``snapshot.yml``."""
 
@@ -68,6 +98,7 @@ class SnapshotMeta(BaseModel):
     description: str | None = None
     expect: list[PromptExpectation] | None = None
     provenance: Provenance | None = None
+    secrets_allowlist: tuple[AllowEntry, ...] = ()
 
 
 class Step(BaseModel):
@@ -85,6 +116,45 @@ class Step(BaseModel):
         "promptExpectError",
     ]
     text: str | None = None
+
+
+# A step field whose name ends like one of these names a path (``cwd``, ``waitForFile.path``,
+# ``additionalDirectories``, ``readyFile``): whatever the op, it must stay inside the run.
+_PATH_FIELD = re.compile(r"(?i)(cwd|path|paths|file|files|dir|dirs|directory|directories)$")
+
+
+def step_paths(step: Step) -> list[tuple[str, str]]:
+    """``(field, value)`` for every path a step names, at any depth of its extra fields.
+
+    ``field`` is the dotted location inside the step (``waitForFile.path``,
+    ``additionalDirectories.0``); a non-string value under a path-like name is returned as its
+    ``repr`` so the check refuses it.
+    """
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, where: str, pathish: bool) -> None:
+        if isinstance(value, dict):
+            obj: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for key, item in obj.items():
+                walk(item, f"{where}.{key}" if where else key, bool(_PATH_FIELD.search(key)))
+        elif isinstance(value, list):
+            items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for index, item in enumerate(items):
+                walk(item, f"{where}.{index}", pathish)
+        elif pathish:
+            found.append((where, value if isinstance(value, str) else repr(value)))
+
+    walk(step.model_extra or {}, "", False)
+    return found
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path named by a scenario cannot stay inside the run, or ``None``."""
+    try:
+        _relative_inside(value, "the run's working directory")
+    except ValueError as exc:
+        return f"{exc}: a scenario may only name paths inside its run"
+    return None
 
 
 class _Input(BaseModel):
@@ -207,6 +277,10 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
     for index, step in enumerate(steps):
         if step.op in PROMPT_OPS and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
+        for field, value in step_paths(step):
+            problem = path_problem(value)
+            if problem is not None:
+                raise ScenarioError(path, f"steps.{index}.{field}", problem)
     return tuple(steps)
 
 
@@ -290,16 +364,3 @@ def discover(paths: Iterable[Path]) -> list[Scenario]:
             if folder not in seen:
                 seen[folder] = load_scenario(folder)
     return sorted(seen.values(), key=lambda s: (s.name, str(s.path)))
-
-
-def render_meta(meta: SnapshotMeta) -> str:
-    """``snapshot.yml`` text in a fixed key order, so rewriting it is byte-stable."""
-    lines = [
-        f"version: {meta.version}",
-        f"profile: {meta.profile}",
-        f"composition: {meta.composition}",
-        f"recording: {meta.recording}",
-    ]
-    if meta.description is not None:
-        lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
-    return "\n".join(lines) + "\n"
