@@ -10,6 +10,7 @@ committed fixtures untouched (the runner writes only a recording that meets them
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -69,7 +70,7 @@ def preflight_problem() -> str | None:
     from dsh_llm_deepseek import DeepSeekSettings, PreflightError, preflight  # noqa: PLC0415
 
     try:
-        preflight(DeepSeekSettings())
+        asyncio.run(preflight(DeepSeekSettings()))
     except PreflightError as exc:
         return str(exc)
     return None

@@ -410,6 +410,8 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                     "DSH_MODEL_CLIENT": "deepseek",
                     "DEEPSEEK_BASE_URL": base,
                     "DEEPSEEK_API_KEY": "scripted",
+                    # The scripted server routes each request to its session by this header.
+                    "DEEPSEEK_SEND_SESSION_ID": "true",
                 }
             else:
                 if not options.api_key:

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from dsh_core import Chunk
 from dsh_llm_deepseek._client import SESSION_HEADER
+from dsh_llm_deepseek._settings import SERVED_MODELS
 from dsh_llm_deepseek.testing._encode import ChunkEncoder
 from dsh_llm_deepseek.testing._script import (
     Fault,
@@ -102,6 +103,51 @@ class _Handler(BaseHTTPRequestHandler):
             # The client gave up (timeout, cancellation): nothing left to answer.
             self.close_connection = True
 
+    def do_GET(self) -> None:
+        try:
+            self._serve_models()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+
+    def _serve_models(self) -> None:
+        """``GET /models``: the served model list, as DeepSeek's API answers it."""
+        owner = self.owner
+        received = time.monotonic()
+        auth = self.headers.get("Authorization") or ""
+        authorized = auth.startswith("Bearer ") and len(auth) > len("Bearer ")
+        session_id = self.headers.get(SESSION_HEADER)
+        if not self.path.rstrip("/").endswith("/models"):
+            owner._record(
+                session_id, 0, None, received, 404, "no such endpoint", authorized, self.path
+            )
+            self._error(404, f"no such endpoint: {self.path}", session_id, 0)
+            return
+        if (owner.api_key is not None and auth != f"Bearer {owner.api_key}") or not authorized:
+            owner._record(session_id, 0, None, received, 401, "bad API key", authorized, self.path)
+            self._error(401, "Authentication Fails, Your api key is invalid", session_id, 0)
+            return
+        fault = owner.models_fault
+        if fault is not None and fault.kind == "status":
+            owner._record(
+                session_id, 0, None, received, fault.status_code, None, authorized, self.path
+            )
+            self._fault(fault, session_id, 0)
+            return
+        owner._record(session_id, 0, None, received, 200, None, authorized, self.path)
+        payload = json.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {"id": m, "object": "model", "owned_by": "deepseek"} for m in owner.models
+                ],
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def _serve(self) -> None:
         owner = self.owner
         length = int(self.headers.get("Content-Length") or 0)
@@ -143,10 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(response, Fault):
             self._stream(model, response, None)
         elif response.kind == "status":
-            message = response.message or f"scripted HTTP {response.status_code}"
-            self._error(
-                response.status_code, message, session_id, call, retry_after=response.retry_after
-            )
+            self._fault(response, session_id, call)
+        elif response.kind == "empty":
+            self._stream(model, [{"type": "finish", "reason": {"kind": "stop"}}], None)
         elif response.kind == "drop-after":
             self._stream(model, response.chunks, response.after)
         else:
@@ -154,6 +199,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             self._stream(model, response.chunks, None)
+
+    def _fault(self, fault: Fault, session_id: str | None, call: int) -> None:
+        if fault.body is not None:
+            kind = "text/html" if fault.body.lstrip().startswith("<") else "text/plain"
+            self._send(fault.status_code, fault.body.encode(), kind, fault.retry_after)
+            return
+        message = fault.message or f"scripted HTTP {fault.status_code}"
+        self._error(fault.status_code, message, session_id, call, retry_after=fault.retry_after)
 
     def _error(
         self,
@@ -174,8 +227,13 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             }
         ).encode()
+        self._send(status, payload, "application/json", retry_after)
+
+    def _send(
+        self, status: int, payload: bytes, content_type: str, retry_after: float | None = None
+    ) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         if retry_after is not None:
             self.send_header("Retry-After", f"{retry_after:g}")
@@ -261,9 +319,13 @@ class ScriptedModelServer:
         *,
         api_key: str | None = None,
         port: int = 0,
+        models: Sequence[str] = SERVED_MODELS,
+        models_fault: Fault | None = None,
         router: Router | None = None,
     ) -> None:
         self.api_key = api_key
+        self.models = tuple(models)
+        self.models_fault = models_fault
         self.router = router
         self._port = port
         self._lock = threading.Lock()
