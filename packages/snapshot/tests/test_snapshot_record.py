@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from dsh_llm_deepseek import SERVED_MODELS
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer, ScriptLibrary
+from dsh_llm_deepseek.testing import Fault, RecordedRequest, ScriptedModelServer, ScriptLibrary
 
 _SECONDS = 240
 
@@ -54,7 +54,7 @@ def _snapshot_bytes(root: Path) -> dict[str, bytes]:
     }
 
 
-def _chat_calls(server: ScriptedModelServer) -> list[Any]:
+def _chat_calls(server: ScriptedModelServer) -> list[RecordedRequest]:
     return [r for r in server.requests if r.path.rstrip("/").endswith("/chat/completions")]
 
 
@@ -116,7 +116,7 @@ def test_every_committed_scenario_records_live_replays_green_and_refreshes_byte_
     chats = _chat_calls(c.server)
     assert len(chats) == 23  # the two authored scenarios replay their overrides, keylessly
     assert all(r.status == 200 and r.authorized for r in chats), [r.error for r in chats]
-    assert {(r.body or {}).get("model") for r in chats} == {SERVED_MODELS[0]}
+    assert {str((r.body or {}).get("model")) for r in chats} == {SERVED_MODELS[0]}
     # Recorded "live", with provenance; the recorded logs are the scripts' own, byte for byte.
     for name in names:
         meta = yaml.safe_load((root / name / "snapshot.yml").read_text())
