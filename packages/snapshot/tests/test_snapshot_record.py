@@ -65,7 +65,9 @@ class Contract:
         self.folder = folder
         self.key = _fake_key()
         self.library = ScriptLibrary.from_folder(folder)
-        self.server = ScriptedModelServer(api_key=self.key, router=self.library.route, **server)
+        self.server = ScriptedModelServer(
+            api_key=self.key, router=self.library.route, strict=True, **server
+        )
 
     def env(self, **extra: str) -> dict[str, str]:
         return {

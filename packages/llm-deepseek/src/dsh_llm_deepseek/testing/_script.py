@@ -3,7 +3,7 @@
 A script is a list of responses, one per ``POST /chat/completions`` of a session. A response is
 a list of dsh chunks (optionally with :class:`Pause` markers) or a :class:`Fault`. The file
 format is ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
-``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte" | "empty", …}}``.
+``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte" | "empty" | "raw", …}}``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Fault:
     Build one with :meth:`status`, :meth:`drop_after` or :meth:`slow_first_byte`.
     """
 
-    kind: Literal["status", "drop-after", "slow-first-byte", "empty"]
+    kind: Literal["status", "drop-after", "slow-first-byte", "empty", "raw"]
     status_code: int = 200
     retry_after: float | None = None
     message: str | None = None
@@ -70,6 +70,7 @@ class Fault:
     after: int = 0
     seconds: float = 0.0
     chunks: tuple[Chunk, ...] = ()
+    parts: tuple[str | float, ...] = ()
 
     @classmethod
     def status(
@@ -96,6 +97,17 @@ class Fault:
         return cls(
             "status", status_code=status, retry_after=retry_after, message=message, body=body
         )
+
+    @classmethod
+    def raw(cls, parts: Sequence[str | float]) -> Fault:
+        """Answer 200 ``text/event-stream`` and write ``parts`` as they are: each string is
+        sent (SSE text: ``"data: …\\n\\n"``, ``": keep-alive\\n\\n"``), each number is a
+        pause in seconds. For what chunks cannot express: keep-alive comments, error events,
+        a ``finish_reason`` such as ``content_filter``."""
+        for part in parts:
+            if not isinstance(part, str) and (isinstance(part, bool) or part < 0):
+                raise ValueError(f"Fault.raw pauses must be seconds >= 0, got {part!r}")
+        return cls("raw", parts=tuple(parts))
 
     @classmethod
     def empty(cls) -> Fault:
@@ -251,6 +263,12 @@ class _StatusFault(BaseModel):
     body: str | None = None
 
 
+class _RawFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["raw"]
+    parts: list[str | float]
+
+
 class _EmptyFault(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: Literal["empty"]
@@ -275,6 +293,7 @@ _FAULT_MODELS: dict[str, type[BaseModel]] = {
     "drop-after": _DropFault,
     "slow-first-byte": _SlowFault,
     "empty": _EmptyFault,
+    "raw": _RawFault,
 }
 
 
@@ -372,6 +391,11 @@ def _item(raw: object, source: str, path: str) -> Response:
             raise ScriptError(source, where, str(exc)) from None
     if isinstance(fault, _EmptyFault):
         return Fault.empty()
+    if isinstance(fault, _RawFault):
+        try:
+            return Fault.raw(fault.parts)
+        except ValueError as exc:
+            raise ScriptError(source, where, str(exc)) from None
     assert isinstance(fault, _DropFault | _SlowFault)
     chunks = (
         None if fault.chunks is None else validate_chunks(fault.chunks, source, f"{where}.chunks")
