@@ -257,3 +257,19 @@ def test_a_recording_that_still_misses_fails_and_leaves_the_fixtures_untouched(
         "turn end 'completed'; came: final message 'PING'" in out
     )
     assert "still missing its expectations after 2 recordings; the committed fixtures are" in out
+
+
+def test_a_balance_that_runs_out_mid_run_fails_the_scenario_and_writes_nothing(
+    committed: Path, tmp_path: Path, contract: Callable[..., Contract]
+) -> None:
+    folder = _one(committed, tmp_path)
+    c = contract(folder.parent, chat_fault=Fault.status(402, message="Insufficient Balance"))
+    before = _snapshot_bytes(folder.parent)
+    run = c.record("--retries", "0")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert _snapshot_bytes(folder.parent) == before
+    assert [r.status for r in _chat_calls(c.server)] == [402]  # 402 is not retried
+    out = " ".join(run.stdout.split())
+    assert "FAIL sdk/text-turn" in out
+    assert "Insufficient Balance" in out
+    assert c.key not in run.stdout + run.stderr
