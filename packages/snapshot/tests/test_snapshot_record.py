@@ -273,3 +273,25 @@ def test_a_balance_that_runs_out_mid_run_fails_the_scenario_and_writes_nothing(
     assert "FAIL sdk/text-turn" in out
     assert "Insufficient Balance" in out
     assert c.key not in run.stdout + run.stderr
+
+
+def test_the_pytest_plugin_runs_the_preflight_before_its_first_recording(
+    committed: Path, tmp_path: Path, contract: Callable[..., Contract]
+) -> None:
+    folder = _one(committed, tmp_path)
+    c = contract(folder.parent)
+    before = _snapshot_bytes(folder.parent)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_", "PYTEST_"))
+    }
+    env |= c.env(DSH_SNAPSHOT="record", DEEPSEEK_MODEL="deepseek-reasoner")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dsh-snapshots",
+         str(folder.parent), "--rootdir", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=_SECONDS, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "record: stopped before any scenario, nothing written" in run.stdout
+    assert "deepseek-reasoner" in run.stdout
+    assert _chat_calls(c.server) == []
+    assert _snapshot_bytes(folder.parent) == before
