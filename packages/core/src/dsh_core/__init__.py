@@ -21,7 +21,9 @@ from dsh_core._errors import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
     StoreVersionError,
 )
@@ -50,6 +52,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
     SessionLog,
@@ -73,6 +76,14 @@ from dsh_core._model import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._sandbox import (
+    SandboxMechanisms,
+    SandboxSettings,
+    SandboxUnavailableError,
+    ToolSandbox,
+    is_secret_name,
+    tool_environment,
 )
 from dsh_core._session import (
     CreateOptions,
@@ -132,6 +143,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "WriterLock",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -157,7 +169,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
     # files
@@ -172,4 +186,11 @@ __all__ = [
     "TurnOutcome",
     "messages_from_events",
     "next_turn_number",
+    # tool environment and sandbox
+    "SandboxMechanisms",
+    "SandboxSettings",
+    "SandboxUnavailableError",
+    "ToolSandbox",
+    "is_secret_name",
+    "tool_environment",
 ]

@@ -26,14 +26,21 @@ from pathlib import Path
 from dsh_llm_replay import OverrideError, load_override
 from dsh_snapshot._scenario import Scenario, ScenarioError, step_paths
 
-__all__ = ["ConfinementError", "check_scenario_links", "check_step_paths", "copy_workspace"]
+__all__ = [
+    "ConfinementError",
+    "check_scenario_links",
+    "check_step_paths",
+    "copy_workspace",
+    "inside",
+]
 
 
 class ConfinementError(ScenarioError):
     """A scenario names something outside its run; the message names the file and field."""
 
 
-def _inside(path: Path, root: Path) -> bool:
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` is ``root`` or beneath it (both already resolved)."""
     return path == root or root in path.parents
 
 
@@ -47,7 +54,7 @@ def _link_target(link: Path, root: Path, what: str) -> Path:
         raise ConfinementError(
             link, None, f"{what}: a symlink that does not resolve ({exc.strerror})"
         ) from None
-    if not _inside(real, root):
+    if not inside(real, root):
         raise ConfinementError(
             link,
             None,
@@ -132,7 +139,7 @@ def check_step_paths(scenario: Scenario, cwd: Path) -> None:
     for index, step in enumerate(scenario.steps):
         for field, value in step_paths(step):
             real = (root / value).resolve()
-            if not _inside(real, root):
+            if not inside(real, root):
                 raise ConfinementError(
                     input_file,
                     f"steps.{index}.{field}",
@@ -154,7 +161,7 @@ def check_step_paths(scenario: Scenario, cwd: Path) -> None:
         ready = getattr(entry, "ready_file", None)
         if isinstance(ready, str):
             real = (root / ready).resolve()
-            if not _inside(real, root):
+            if not inside(real, root):
                 raise ConfinementError(
                     override,
                     f"{label}.readyFile",

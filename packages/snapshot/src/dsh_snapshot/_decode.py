@@ -33,7 +33,8 @@ _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 # 20 base64 characters carry 15 bytes: shorter than any key worth finding.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
-_MAX_DEPTH = 3
+_MAX_DEPTH = 3  # base64 inside base64 inside base64
+_MAX_UNESCAPE = 8  # JSON escaped inside JSON, eight levels deep
 _PRINTABLE_SHARE = 0.85
 # Keys whose string values are streamed pieces of one text: the deltas of a block, the chunks
 # of a message, the packed rows' members.
@@ -116,7 +117,7 @@ def _base64_texts(text: str, depth: int) -> Iterator[str]:
 def _views(text: str, depth: int) -> Iterator[str]:
     current = text
     seen: list[str] = []
-    for _ in range(_MAX_DEPTH + 1):  # nested escaped JSON: one more level each round
+    for _ in range(_MAX_UNESCAPE + 1):  # nested escaped JSON: one more level each round
         if current in seen:
             break
         seen.append(current)

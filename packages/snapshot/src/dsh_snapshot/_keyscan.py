@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
+from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
 from dsh_snapshot._scenario import META_FILE, AllowEntry
 
@@ -208,10 +209,6 @@ def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[
     return sorted(findings.values(), key=lambda f: (f.line, f.kind, f.hash))
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
 def _entries(folder: Path) -> Iterator[tuple[Path, str, Path | KeyFinding]]:
     """``(path, relative name, real file or problem)`` for every file under ``folder``.
 
@@ -236,7 +233,7 @@ def _entries(folder: Path) -> Iterator[tuple[Path, str, Path | KeyFinding]]:
             except (OSError, RuntimeError):
                 yield entry, rel, KeyFinding(entry, 0, "a symlink that dangles or loops")
                 continue
-            if not _inside(real, root):
+            if not inside(real, root):
                 yield (
                     entry,
                     rel,
