@@ -70,3 +70,12 @@ def test_a_recording_that_misses_its_expectations_fails_the_report(repo: Path) -
     assert result.returncode == 1
     assert "**MISSED**" in result.stdout
     assert "prompt 1: expected final message matching" in result.stdout
+
+
+def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
+    if not SCENARIO.is_dir():
+        pytest.skip("needs the committed text-turn scenario")
+    shutil.copytree(SCENARIO, tmp_path / "sdk" / "text-turn")
+    result = _run(tmp_path, str(tmp_path))
+    assert result.returncode == 2
+    assert "not in a git checkout (drift is measured against HEAD)" in result.stderr

@@ -6,7 +6,7 @@ paths (default ``snapshots``) it lists the fixture files the recording changed a
 ``expect:`` against its logs as they are now, and shows the provenance the record wrote.
 The report goes to ``--output`` (default: ``$GITHUB_STEP_SUMMARY`` when set, else stdout).
 
-Exit status: 0, or 1 when a scenario misses its expectations.
+Exit status: 0, 1 when a scenario misses its expectations, 2 outside a git checkout.
 """
 
 from __future__ import annotations
@@ -24,15 +24,22 @@ from dsh_snapshot import Scenario, discover
 from dsh_snapshot._expect import check_expectations
 
 
+class NotInGitError(Exception):
+    """A scenario folder is not inside a git checkout."""
+
+
 def _changed_files(folder: Path) -> list[str]:
     """Files under ``folder`` that differ from ``HEAD`` (modified, added, deleted, untracked)."""
-    out = subprocess.run(
+    run = subprocess.run(
         ["git", "status", "--porcelain=v1", "--untracked-files=all", "--", str(folder)],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         cwd=folder,
-    ).stdout
+    )
+    if run.returncode != 0:
+        raise NotInGitError(f"{folder}: not in a git checkout (drift is measured against HEAD)")
+    out = run.stdout
     names: list[str] = []
     for line in out.splitlines():
         path = Path(line[3:].split(" -> ")[-1].strip('"'))
@@ -88,7 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("snapshots")])
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
-    text, all_met = report(discover(args.paths))
+    try:
+        text, all_met = report(discover(args.paths))
+    except NotInGitError as exc:
+        print(f"record_drift: {exc}", file=sys.stderr)
+        return 2
     target = args.output or (
         Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None
     )
