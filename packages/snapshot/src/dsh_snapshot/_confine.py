@@ -97,8 +97,7 @@ def copy_workspace(source: Path, target: Path) -> int:
                     dst.mkdir()
                     stack.append((src, dst))
                 elif stat.S_ISREG(mode):
-                    shutil.copyfile(src, dst, follow_symlinks=False)
-                    shutil.copymode(src, dst, follow_symlinks=False)
+                    shutil.copy2(src, dst, follow_symlinks=False)
                 else:
                     raise ConfinementError(
                         src,

@@ -190,15 +190,15 @@ def split_views(text: str) -> list[tuple[list[tuple[int, int]], str]]:
         ``(starts, joined)`` per stream of two or more pieces; ``starts`` holds
         ``(offset in joined, line)`` for each piece, in order.
     """
-    streams: dict[tuple[Any, ...], tuple[list[tuple[int, int]], list[str]]] = {}
+    starts: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    parts: dict[tuple[Any, ...], list[str]] = {}
+    length: dict[tuple[Any, ...], int] = {}
     for number, document in _documents(text):
         for key, piece in _pieces(document, (), ()):
-            starts, parts = streams.setdefault(key, ([], []))
-            starts.append(
-                (sum(len(p) for p in parts[-1:]) + (starts[-1][0] if starts else 0), number)
-            )
-            parts.append(piece)
-    return [(starts, "".join(parts)) for starts, parts in streams.values() if len(parts) > 1]
+            starts.setdefault(key, []).append((length.get(key, 0), number))
+            parts.setdefault(key, []).append(piece)
+            length[key] = length.get(key, 0) + len(piece)
+    return [(starts[key], "".join(found)) for key, found in parts.items() if len(found) > 1]
 
 
 def line_at(starts: list[tuple[int, int]], offset: int) -> int:
