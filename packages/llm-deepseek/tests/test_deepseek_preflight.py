@@ -79,7 +79,8 @@ async def test_each_problem_is_one_line_saying_what_to_do(
     make_settings: SettingsFactory,
     test_key: str,
 ) -> None:
-    with ScriptedModelServer(**server_options) as server:  # type: ignore[arg-type]
+    # The contract server in strict mode answers as the live API does.
+    with ScriptedModelServer(strict=True, **server_options) as server:  # type: ignore[arg-type]
         with pytest.raises(PreflightError) as info:
             await preflight(make_settings(server.base_url, model=model))
         # Never a chat call; only the 503 is retried (conftest: two retries).
