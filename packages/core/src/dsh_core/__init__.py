@@ -20,7 +20,9 @@ from dsh_core._errors import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
     StoreVersionError,
 )
@@ -49,6 +51,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
     SessionLog,
@@ -72,6 +75,14 @@ from dsh_core._model import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._sandbox import (
+    SandboxMechanisms,
+    SandboxSettings,
+    SandboxUnavailableError,
+    ToolSandbox,
+    is_secret_name,
+    tool_environment,
 )
 from dsh_core._session import (
     CreateOptions,
@@ -131,6 +142,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "WriterLock",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -156,7 +168,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
     # agent loop, built-in tools, message view
@@ -169,4 +183,11 @@ __all__ = [
     "TurnOutcome",
     "messages_from_events",
     "next_turn_number",
+    # tool environment and sandbox
+    "SandboxMechanisms",
+    "SandboxSettings",
+    "SandboxUnavailableError",
+    "ToolSandbox",
+    "is_secret_name",
+    "tool_environment",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dsh_core._model import ToolSpec
+from dsh_core._sandbox import SandboxUnavailableError, ToolSandbox
 from dsh_core._tools import ToolContext, ToolOutcome
 
 __all__ = ["BashTool"]
@@ -22,19 +23,25 @@ class BashTool:
 
     The command gets its own process group and ``/dev/null`` as stdin; a timeout or a
     cancelled turn kills the whole group, so background children do not outlive the call.
+    It never sees the agent's environment: it runs with the allow-listed one of ``sandbox``
+    (a private ``HOME`` and ``TMPDIR``, no credentials) and inside its confinement.
 
     Args:
         timeout_s: seconds before the command's process group is killed.
         output_cap: characters of output kept; the rest is cut with a note saying so.
+        sandbox: the run's confinement (default: one configured from ``DSH_SANDBOX*``).
     """
 
-    def __init__(self, timeout_s: float = 120, output_cap: int = 30_000) -> None:
+    def __init__(
+        self, timeout_s: float = 120, output_cap: int = 30_000, sandbox: ToolSandbox | None = None
+    ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if output_cap < 1:
             raise ValueError(f"output_cap must be at least 1, got {output_cap}")
         self.timeout_s = timeout_s
         self.output_cap = output_cap
+        self.sandbox = sandbox if sandbox is not None else ToolSandbox()
 
     @property
     def spec(self) -> ToolSpec:
@@ -70,14 +77,17 @@ class BashTool:
         command = arguments.get("command")
         if not isinstance(command, str) or not command.strip():
             return ToolOutcome("bash: the 'command' argument must be a non-empty string", True)
+        try:
+            argv = await self.sandbox.wrap(["bash", "-c", command], context.cwd)
+        except SandboxUnavailableError as error:
+            return ToolOutcome(f"bash: {error}", True)
         # The process exists before create_subprocess_exec returns (it still connects the
         # pipes); a cancellation in that window must not leave the command's group running.
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                command,
+                *argv,
                 cwd=context.cwd,
+                env=self.sandbox.environment(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
