@@ -116,7 +116,7 @@ async def test_a_retired_model_gets_the_real_400_and_consumes_nothing(
     assert (error.code, error.status, statuses) == ("BAD_REQUEST", 400, [400])
     assert error.message == (
         "DeepSeek API error (HTTP 400): The supported API model names are deepseek-flash or "
-        f"deepseek-v4-pro, but you passed {model}. (invalid_request_error)"
+        f"deepseek-v4-pro, but you passed {model}."
     )
 
 
@@ -194,7 +194,7 @@ def test_strict_mode_wants_a_bearer_key_and_serves_models() -> None:
     ("script", "code", "statuses", "says"),
     [
         ([Fault.status(401)], "AUTH", [401], "Authentication Fails"),
-        ([Fault.status(402)], "QUOTA", [402], "Insufficient Balance (invalid_request_error)"),
+        ([Fault.status(402)], "QUOTA", [402], "HTTP 402): Insufficient Balance (the account"),
         (
             [Fault.status(429, message="Your balance quota is used up")],
             "QUOTA",
@@ -351,3 +351,22 @@ async def test_a_non_json_error_body_is_one_bounded_line(make_settings: Settings
     assert error.message.startswith(
         "DeepSeek API error (HTTP 418): upstream connect error or disconnect/reset before headers."
     )
+
+
+@pytest.mark.parametrize("send", [False, True])
+async def test_the_session_header_is_sent_only_when_asked(
+    send: bool, make_settings: SettingsFactory
+) -> None:
+    seen: list[httpx.Headers] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        return httpx.Response(401, json={"error": {"message": "no"}})
+
+    settings = make_settings("http://deepseek.test", send_session_id=send)
+    async with DeepSeekClient(settings, transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(ModelError):
+            await _drain(client.stream(ModelRequest(session_id="sid-7", messages=USER)), [])
+    [headers] = seen
+    assert headers.get("X-DSH-Session-Id") == ("sid-7" if send else None)
+    assert headers["Accept"] == "text/event-stream"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Callable
 
 import httpx
@@ -78,10 +79,13 @@ async def test_each_problem_is_one_line_saying_what_to_do(
     make_settings: SettingsFactory,
     test_key: str,
 ) -> None:
-    with ScriptedModelServer(**server_options) as server:  # type: ignore[arg-type]
+    # The contract server in strict mode answers as the live API does.
+    with ScriptedModelServer(strict=True, **server_options) as server:  # type: ignore[arg-type]
         with pytest.raises(PreflightError) as info:
             await preflight(make_settings(server.base_url, model=model))
-        assert [r.path for r in server.requests] == ["/models"]  # never a chat call
+        # Never a chat call; only the 503 is retried (conftest: two retries).
+        calls = 3 if status == 503 else 1
+        assert [r.path for r in server.requests] == ["/models"] * calls
     error = info.value
     assert (error.problem, error.status) == (problem, status)
     assert says in str(error)
@@ -140,3 +144,22 @@ async def test_a_key_echoed_by_the_endpoint_is_redacted(
         await preflight(settings, transport=transport)
     assert info.value.problem == "auth"
     assert test_key[:8] not in repr(info.value.args)
+
+
+async def test_a_busy_endpoint_is_retried_honouring_retry_after(
+    make_settings: SettingsFactory,
+) -> None:
+    answers = [
+        httpx.Response(429, headers={"Retry-After": "0.3"}, json={"error": {"message": "busy"}}),
+        httpx.Response(200, json={"object": "list", "data": [{"id": "deepseek-flash"}]}),
+    ]
+    sent: list[float] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(time.monotonic())
+        return answers[len(sent) - 1]
+
+    transport = httpx.MockTransport(answer)
+    served = await preflight(make_settings("http://deepseek.test"), transport=transport)
+    assert served.names == ("deepseek-flash",)
+    assert sent[1] - sent[0] >= 0.3

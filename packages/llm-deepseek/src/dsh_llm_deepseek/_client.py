@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from dsh_core import Chunk, ModelError, ModelRequest
 from dsh_llm_deepseek._failures import (
     AttemptFailed,
     Failure,
+    backoff,
     finish_failure,
     retry_after_seconds,
     status_failure,
@@ -247,13 +247,10 @@ class DeepSeekClient:
         raise failure
 
     def _wait(self, state: RetryCallState) -> float:
-        s = self._settings
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, AttemptFailed) and exc.failure.retry_after is not None:
-            return min(exc.failure.retry_after, s.max_retry_after)
-        wait = min(s.retry_base_wait * 2 ** (state.attempt_number - 1), s.retry_max_wait)
-        return wait * random.uniform(1 - s.retry_jitter, 1 + s.retry_jitter)
+        retry_after = exc.failure.retry_after if isinstance(exc, AttemptFailed) else None
+        return backoff(self._settings, state.attempt_number, retry_after)
 
     def _log_retry(self, state: RetryCallState) -> None:
         outcome = state.outcome

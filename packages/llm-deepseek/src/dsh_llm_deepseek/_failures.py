@@ -9,15 +9,18 @@ policy: transient failures (429, 5xx, transport, timeouts, an empty completion,
 from __future__ import annotations
 
 import email.utils
+import random
 import re
 import time
 from dataclasses import dataclass
 
 from dsh_core import ModelError
+from dsh_llm_deepseek._settings import DeepSeekSettings
 
 __all__ = [
     "AttemptFailed",
     "Failure",
+    "backoff",
     "finish_failure",
     "retry_after_seconds",
     "status_failure",
@@ -145,3 +148,15 @@ def retry_after_seconds(value: str | None) -> float | None:
             return None
         seconds = when.timestamp() - time.time()
     return seconds if seconds > 0 else None
+
+
+def backoff(settings: DeepSeekSettings, attempt: int, retry_after: float | None) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    The server's ``Retry-After`` when it sent one (capped by ``max_retry_after``), else
+    ``retry_base_wait`` doubling per attempt up to ``retry_max_wait``, with ``retry_jitter``.
+    """
+    if retry_after is not None:
+        return min(retry_after, settings.max_retry_after)
+    wait = min(settings.retry_base_wait * 2 ** (attempt - 1), settings.retry_max_wait)
+    return wait * random.uniform(1 - settings.retry_jitter, 1 + settings.retry_jitter)

@@ -7,6 +7,7 @@ line that says what to do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -15,6 +16,7 @@ import httpx
 from pydantic import SecretStr
 
 from dsh_core import DshError
+from dsh_llm_deepseek._failures import backoff, retry_after_seconds
 from dsh_llm_deepseek._redact import Redactor, one_line, summarise_body
 from dsh_llm_deepseek._settings import DeepSeekSettings
 
@@ -71,7 +73,9 @@ async def preflight(
 ) -> ServedModels:
     """Check that the endpoint takes the key and serves the configured model.
 
-    Sends one ``GET {base_url}/models`` with ``Authorization: Bearer <key>``; never a chat call.
+    Sends ``GET {base_url}/models`` with ``Authorization: Bearer <key>``, never a chat call;
+    an unreachable endpoint, 429 or 5xx is retried with the client's policy
+    (``max_retries``, ``Retry-After``, back-off) before it is reported.
 
     Args:
         settings: the settings a live run will use (key, base URL, model, timeouts).
@@ -90,10 +94,19 @@ async def preflight(
         raise PreflightError(
             "no-key", "no DeepSeek API key: set DEEPSEEK_API_KEY (or put it in ./.env) and rerun"
         )
-    fetched = await _fetch(url, key, settings, transport)
+    attempt = 1
+    while True:
+        fetched = await _fetch(url, key, settings, transport)
+        transient = isinstance(fetched, PreflightError) or fetched[0] == 429 or fetched[0] >= 500
+        if not transient or attempt > settings.max_retries:
+            break
+        # The client's policy: an overloaded or briefly unreachable endpoint gets its retries.
+        retry_after = None if isinstance(fetched, PreflightError) else fetched[4]
+        await asyncio.sleep(backoff(settings, attempt, retry_after))
+        attempt += 1
     if isinstance(fetched, PreflightError):
         raise fetched
-    status, reason, raw, truncated = fetched
+    status, reason, raw, truncated, _ = fetched
     text = Redactor(key)(raw.decode("utf-8", "replace"), truncated=truncated)
     return _served(status, reason, text, url, base, settings.model)
 
@@ -103,10 +116,10 @@ async def _fetch(
     key: SecretStr,
     settings: DeepSeekSettings,
     transport: httpx.AsyncBaseTransport | None,
-) -> tuple[int, str, bytes, bool] | PreflightError:
-    """Status, reason, bounded body and whether it was cut; or the failure, returned rather
-    than raised so that no httpx request (with its Authorization header) rides along as
-    ``__context__``."""
+) -> tuple[int, str, bytes, bool, float | None] | PreflightError:
+    """Status, reason, bounded body, whether it was cut and ``Retry-After``; or the failure,
+    returned rather than raised so that no httpx request (with its Authorization header)
+    rides along as ``__context__``."""
     timeout = httpx.Timeout(settings.connect_timeout, read=settings.stream_idle_timeout)
     async with httpx.AsyncClient(timeout=timeout, transport=transport) as http:
         try:
@@ -124,7 +137,8 @@ async def _fetch(
                 f"cannot reach {url} ({one_line(what, 160)}): "
                 "check DEEPSEEK_BASE_URL and the network, then rerun",
             )
-    return response.status_code, response.reason_phrase, raw, truncated
+    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+    return response.status_code, response.reason_phrase, raw, truncated, retry_after
 
 
 async def _bounded_body(response: httpx.Response) -> tuple[bytes, bool]:

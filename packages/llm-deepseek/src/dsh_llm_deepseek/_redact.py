@@ -26,6 +26,7 @@ _KEY_SHAPED = re.compile(r"sk-[A-Za-z0-9_\-]{16,}")
 # A key cut at the end of a bounded read: any "sk-" run touching the end is a fragment.
 _TRAILING_FRAGMENT = re.compile(r"sk-[A-Za-z0-9_\-]*\Z")
 _SHORTEST_KEY_PREFIX = 4
+_GENERIC_CODE = "invalid_request_error"
 _WHITESPACE = re.compile(r"\s+")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
@@ -111,6 +112,7 @@ def error_message(doc: dict[str, Any]) -> str | None:
     if not isinstance(message, str):
         return None
     code = fields.get("code")
-    if isinstance(code, str) and code and code not in message:
+    # DeepSeek puts "invalid_request_error" in every code: only a specific one says more.
+    if isinstance(code, str) and code and code not in message and code != _GENERIC_CODE:
         return f"{message} ({code})"
     return message

@@ -3,9 +3,10 @@
 ``ScriptedModelServer`` is a real HTTP server on 127.0.0.1 that answers
 ``POST /chat/completions`` with scripted server-sent events, per session (routed by the
 ``X-DSH-Session-Id`` header, or by content through a ``ScriptLibrary`` of scenario folders),
-with scripted faults (``Fault``) and pauses (``Pause``). A ``DeepSeekClient`` pointed at it
-yields exactly the scripted chunks. ``main`` is the console script ``dsh-scripted-model-server``.
-This module does not import pytest.
+with scripted faults (``Fault``) and pauses (``Pause``), and serves ``GET /models``. A
+``DeepSeekClient`` pointed at it (with ``send_session_id``, unless a library routes) yields
+exactly the scripted chunks. Its strict mode behaves as the live API does today. ``main`` is
+the console script ``dsh-scripted-model-server``. This module does not import pytest.
 """
 
 from dsh_llm_deepseek.testing._cli import main
