@@ -19,6 +19,7 @@ the parts of :class:`subprocess.Popen` a driver uses (``stdin``/``stdout``/``std
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
@@ -259,10 +260,15 @@ def _child(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, str], e
         traceback.print_exc()
         code = 1
     finally:
+        # As at a normal interpreter exit: atexit handlers run (the bash sandbox removes its
+        # private home from one), then the streams are flushed; os._exit then skips the rest
+        # of the server's own shutdown, which is not this child's to do.
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
-        os._exit(code)  # no atexit handlers or finalizers of the server's state
+        os._exit(code)
 
 
 def _run_child(sock: socket.socket, pid: int) -> bool:
