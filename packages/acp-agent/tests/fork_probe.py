@@ -3,15 +3,18 @@
 Run by :class:`dsh_acp_agent.AgentForkServer` (``entry="fork_probe:main"``) from the isolation
 tests. It reads one word on stdin: ``mutate`` changes module state the server imported, the
 environment, the cwd, the temp dir and ``sys.modules``; ``report`` only reports. Either way it
-prints what it sees as one JSON line before exiting with code 7.
+prints what it sees as one JSON line before exiting with code 7 (and, when
+``PROBE_ATEXIT_MARK`` names a file, writes the word there from an ``atexit`` handler).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import dsh_acp_agent._server as server_module
 
@@ -34,6 +37,9 @@ def _state() -> dict[str, object]:
 def main() -> None:
     global mutations  # noqa: PLW0603 - mutating module state is the point
     word = sys.stdin.readline().strip()
+    mark = os.environ.get("PROBE_ATEXIT_MARK")
+    if mark:  # a child must exit like an interpreter: its atexit handlers run
+        atexit.register(Path(mark).write_text, word)
     if word == "mutate":
         mutations += 1
         server_module.PROTOCOL_VERSION = 99

@@ -46,7 +46,13 @@ def test_a_run_that_mutates_everything_leaves_the_next_run_pristine(tmp_path: Pa
     first_cwd.mkdir()
     second_cwd.mkdir()
     first_env = {"PATH": os.environ["PATH"], "TMPDIR": str(first_cwd), "RUN": "one"}
-    second_env = {"PATH": os.environ["PATH"], "TMPDIR": str(second_cwd), "RUN": "two"}
+    mark = tmp_path / "atexit-ran"
+    second_env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(second_cwd),
+        "RUN": "two",
+        "PROBE_ATEXIT_MARK": str(mark),
+    }
     with _probe_server() as server:
         mutated, err, code = _run_probe(server, first_cwd, first_env, "mutate")
         assert (code, err.strip()) == (7, "probe mutate done")
@@ -66,6 +72,7 @@ def test_a_run_that_mutates_everything_leaves_the_next_run_pristine(tmp_path: Pa
     assert seen["counter"] == 0
     assert seen["leaked_module"] is False
     assert seen["tempdir"] == str(second_cwd)
+    assert mark.read_text() == "report"  # exited like an interpreter: atexit handlers ran
 
 
 def test_a_real_agent_forks_serves_and_reports_its_cost(tmp_path: Path) -> None:
