@@ -13,6 +13,7 @@ from dsh_core._agent import (
     TurnOutcome,
     next_turn_number,
 )
+from dsh_core._atomic import atomic_write
 from dsh_core._bash import BashTool
 from dsh_core._errors import (
     DshError,
@@ -65,9 +66,19 @@ from dsh_core._logformat import (
     read_log_text,
     render_log,
 )
+from dsh_core._loop_profile import (
+    DEFAULT_LOOP_PROFILE,
+    DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    EMPTY_RESPONSE_CODE,
+    LOOP_PROFILES,
+    LoopBehaviour,
+    LoopProfile,
+    loop_behaviour,
+)
 from dsh_core._messages import messages_from_events
 from dsh_core._model import (
     AssistantMessage,
+    Delegation,
     Message,
     ModelClient,
     ModelError,
@@ -98,7 +109,7 @@ from dsh_core._session import (
 )
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._subagent_tool import SubagentTool
-from dsh_core._tools import Tool, ToolContext, ToolOutcome
+from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 
 __all__ = [
     # log format
@@ -150,6 +161,7 @@ __all__ = [
     "prepare_header",
     # model, tools, subagents
     "AssistantMessage",
+    "Delegation",
     "Message",
     "ModelClient",
     "ModelError",
@@ -162,6 +174,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "UserMessage",
+    "is_parallel_safe",
     # errors
     "DshError",
     "LogFormatError",
@@ -173,6 +186,8 @@ __all__ = [
     "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
+    # files
+    "atomic_write",
     # agent loop, built-in tools, message view
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
@@ -183,6 +198,14 @@ __all__ = [
     "TurnOutcome",
     "messages_from_events",
     "next_turn_number",
+    # loop profiles
+    "DEFAULT_LOOP_PROFILE",
+    "DEFAULT_MAX_PARALLEL_TOOL_CALLS",
+    "EMPTY_RESPONSE_CODE",
+    "LOOP_PROFILES",
+    "LoopBehaviour",
+    "LoopProfile",
+    "loop_behaviour",
     # tool environment and sandbox
     "SandboxMechanisms",
     "SandboxSettings",

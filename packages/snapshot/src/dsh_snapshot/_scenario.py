@@ -11,25 +11,29 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_core import DshError
+from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
 
 __all__ = [
     "INPUT_FILE",
+    "AllowEntry",
     "META_FILE",
     "SCRIPT_FILE",
     "Scenario",
     "ScenarioError",
     "SnapshotMeta",
     "Step",
+    "detect_loop_profile",
     "discover",
     "load_scenario",
+    "path_problem",
     "render_meta",
+    "step_paths",
 ]
 
 INPUT_FILE = "input.json"
@@ -53,6 +57,34 @@ class ScenarioError(DshError):
         super().__init__(f"{path}:{what} {reason}")
 
 
+def _relative_inside(value: str, base: str = "the scenario folder") -> str:
+    posix = PurePosixPath(value)
+    if posix.is_absolute() or value.startswith("~") or "\\" in value:
+        raise ValueError(f"{value!r} must be a path relative to {base}, with /")
+    if ".." in posix.parts or "\x00" in value:
+        raise ValueError(f"{value!r} must stay inside {base} (no '..')")
+    return posix.as_posix()
+
+
+class AllowEntry(BaseModel):
+    """One reviewed false positive of the key scan, as ``snapshot.yml`` lists it.
+
+    Attributes:
+        file: the file, relative to the scenario folder (``workspace/notes.txt``).
+        line: the 1-based line the scan reported.
+        hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
+            value itself).
+        reason: why this is not a secret; a reviewer reads it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
+    line: int = Field(ge=1)
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    reason: str = Field(min_length=8, pattern=r"\S")
+
+
 class SnapshotMeta(BaseModel):
     """The contents of ``snapshot.yml``."""
 
@@ -62,7 +94,10 @@ class SnapshotMeta(BaseModel):
     profile: str = Field(min_length=1)
     composition: Literal["default", "jsonl", "sqlite"] = "default"
     recording: Recording
+    loop: LoopProfile = DEFAULT_LOOP_PROFILE
+    """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
     description: str | None = None
+    secrets_allowlist: tuple[AllowEntry, ...] = ()
 
 
 class Step(BaseModel):
@@ -80,6 +115,45 @@ class Step(BaseModel):
         "promptExpectError",
     ]
     text: str | None = None
+
+
+# A step field whose name ends like one of these names a path (``cwd``, ``waitForFile.path``,
+# ``additionalDirectories``, ``readyFile``): whatever the op, it must stay inside the run.
+_PATH_FIELD = re.compile(r"(?i)(cwd|path|paths|file|files|dir|dirs|directory|directories)$")
+
+
+def step_paths(step: Step) -> list[tuple[str, str]]:
+    """``(field, value)`` for every path a step names, at any depth of its extra fields.
+
+    ``field`` is the dotted location inside the step (``waitForFile.path``,
+    ``additionalDirectories.0``); a non-string value under a path-like name is returned as its
+    ``repr`` so the check refuses it.
+    """
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, where: str, pathish: bool) -> None:
+        if isinstance(value, dict):
+            obj: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for key, item in obj.items():
+                walk(item, f"{where}.{key}" if where else key, bool(_PATH_FIELD.search(key)))
+        elif isinstance(value, list):
+            items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for index, item in enumerate(items):
+                walk(item, f"{where}.{index}", pathish)
+        elif pathish:
+            found.append((where, value if isinstance(value, str) else repr(value)))
+
+    walk(step.model_extra or {}, "", False)
+    return found
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path named by a scenario cannot stay inside the run, or ``None``."""
+    try:
+        _relative_inside(value, "the run's working directory")
+    except ValueError as exc:
+        return f"{exc}: a scenario may only name paths inside its run"
+    return None
 
 
 class _Input(BaseModel):
@@ -113,6 +187,13 @@ class Scenario:
     steps: tuple[Step, ...]
     stdout_file: Path
     session_files: tuple[Path, ...]
+
+    @property
+    def loop(self) -> LoopProfile:
+        """The loop profile to run: ``snapshot.yml``'s, or an upstream folder's detected era."""
+        if self.meta is not None:
+            return self.meta.loop
+        return detect_loop_profile(self.session_files)
 
     def compositions(self, requested: Sequence[str]) -> list[str]:
         """The persistence backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
@@ -175,6 +256,40 @@ class Scenario:
         return tuple(out)
 
 
+# Event types only upstream's later agent writes; the June-era agent never did.
+_CURRENT_ERA_EVENTS = frozenset(
+    {"request/header", "session/end-seed", "subagent/descriptor", "agent/inbox/spliced"}
+)
+
+
+def detect_loop_profile(session_files: Sequence[Path]) -> LoopProfile:
+    """The era of an upstream folder's recording, from its session logs.
+
+    ``current`` when a log holds an event type only the later agent writes (``request/header``,
+    ``session/end-seed``, ``subagent/descriptor``, ``agent/inbox/spliced``) or the primary's
+    header carries ``delegationDepth`` (the June agent wrote it on children only); ``june``
+    otherwise, including when there is no log at all. Unreadable lines are skipped: the
+    scenario run reports them properly.
+    """
+    for index, path in enumerate(session_files):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(lines):
+            try:
+                row: Any = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if number == 0 and index == 0 and "delegationDepth" in row:
+                return "current"
+            if row.get("type") in _CURRENT_ERA_EVENTS:  # pyright: ignore[reportUnknownMemberType]
+                return "current"
+    return "june"
+
+
 def _load_meta(path: Path) -> SnapshotMeta:
     try:
         raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -202,6 +317,10 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
     for index, step in enumerate(steps):
         if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
+        for field, value in step_paths(step):
+            problem = path_problem(value)
+            if problem is not None:
+                raise ScenarioError(path, f"steps.{index}.{field}", problem)
     return tuple(steps)
 
 
@@ -277,7 +396,17 @@ def render_meta(meta: SnapshotMeta) -> str:
         f"profile: {meta.profile}",
         f"composition: {meta.composition}",
         f"recording: {meta.recording}",
+        f"loop: {meta.loop}",
     ]
     if meta.description is not None:
         lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
+    if meta.secrets_allowlist:
+        lines.append("secrets_allowlist:")
+        for entry in meta.secrets_allowlist:
+            lines += [
+                f"  - file: {json.dumps(entry.file, ensure_ascii=False)}",
+                f"    line: {entry.line}",
+                f"    hash: {entry.hash}",
+                f"    reason: {json.dumps(entry.reason, ensure_ascii=False)}",
+            ]
     return "\n".join(lines) + "\n"
