@@ -403,13 +403,16 @@ def test_record_with_a_hostile_model(
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
     monkeypatch.setattr(tempfile, "tempdir", None)
     monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    # The session-scripted server routes by this header (the public API needs none).
+    monkeypatch.setenv("DEEPSEEK_SEND_SESSION_ID", "true")
     monkeypatch.chdir(box.tmpdir)
     outside = {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)}
     before = tree_state(box.root)
     with ScriptedModelServer(cast(Any, [model]), api_key=box.key) as server:
         monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
         code = main(["record", str(folder), "--timeout", "30"])
-        served = len(server.requests)
+        # The record's preflight (GET /models) is not one of the model's calls.
+        served = sum(r.path.endswith("/chat/completions") for r in server.requests)
     out, err = capfd.readouterr()
 
     assert {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)} == outside

@@ -12,7 +12,7 @@ import pytest
 
 from dsh_snapshot import ScenarioError, load_scenario, redact, scan_file, scan_folder
 from dsh_snapshot._keyscan import digest
-from dsh_snapshot._scenario import render_meta
+from dsh_snapshot._provenance import with_provenance
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,9 @@ def test_an_allowlist_entry_hides_exactly_its_finding_and_stale_ones_are_reporte
     findings = scan_folder(tmp_path, meta.secrets_allowlist)
     assert [(f.file, f.line) for f in findings] == [("snapshot.yml", 0)]
     assert "field 'secrets_allowlist.1'" in str(findings[0])
-    (tmp_path / "snapshot.yml").write_text(render_meta(meta))  # rewriting keeps the entries
+    # A record rewrites snapshot.yml (recording, provenance) and keeps the entries.
+    meta_file = tmp_path / "snapshot.yml"
+    meta_file.write_text(with_provenance(meta_file.read_text(), "scripted", None))
     assert load_scenario(tmp_path).meta == meta
 
 

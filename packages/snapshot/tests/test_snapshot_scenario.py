@@ -9,7 +9,7 @@ import pytest
 
 from dsh_core.testing import upstream_corpus
 from dsh_snapshot import ScenarioError, detect_loop_profile, discover, load_scenario
-from dsh_snapshot._scenario import render_meta
+from dsh_snapshot._provenance import with_provenance
 
 META = "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
 HEADER = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
@@ -139,7 +139,9 @@ def test_snapshot_yml_names_the_loop_profile(tmp_path: Path, meta: str, loop: st
     scenario = load_scenario(_scenario(tmp_path / "sdk" / "l", meta=meta))
     assert scenario.loop == loop
     assert scenario.meta is not None
-    assert f"\nloop: {loop}\n" in render_meta(scenario.meta)
+    recorded = with_provenance(meta, "scripted", None, scenario.meta.loop)
+    assert f"\nloop: {loop}\n" in recorded
+    assert recorded.count("loop:") == 1
 
 
 @pytest.mark.parametrize(

@@ -50,11 +50,12 @@ def summary_line(results: Iterable[ScenarioResult]) -> str:
     items = list(results)
     names = {r.scenario.path for r in items}
     sessions = sum(r.sessions for r in items)
-    calls = sum(r.calls_replayed for r in items)
+    calls = sum(r.calls for r in items)
     passed = sum(1 for r in items if r.ok)
+    verb = "replayed" if all(r.options.mode in ("replay", "refresh") for r in items) else "made"
     return (
         f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls replayed: {passed} passed, {len(items) - passed} failed"
+        f"{calls} model calls {verb}: {passed} passed, {len(items) - passed} failed"
     )
 
 
@@ -80,7 +81,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             r.options.mode,
             "[green]pass[/green]" if r.ok else "[red]FAIL[/red]",
             str(r.sessions),
-            str(r.calls_replayed),
+            str(r.calls),
             f"{r.seconds:.2f}",
             detail[:120],
         )

@@ -25,6 +25,7 @@ from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
+from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._keyscan import redact, scan_folder
 from dsh_snapshot._normalize import (
     Normalizer,
@@ -34,8 +35,15 @@ from dsh_snapshot._normalize import (
     normalize_log_text,
     parse_jsonl,
 )
+from dsh_snapshot._provenance import (
+    Provenance,
+    Usage,
+    live_provenance,
+    recording_usage,
+    with_provenance,
+)
 from dsh_snapshot._publish import publish_fixtures
-from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario, SnapshotMeta, render_meta
+from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
 
 __all__ = [
     "Check",
@@ -101,6 +109,14 @@ class ScenarioResult:
     written: list[str] = field(default_factory=list[str])
     logs: list[list[Any]] = field(default_factory=list[list[Any]])
     frames: list[Any] = field(default_factory=list[Any])
+    usage: Usage = field(default_factory=Usage)
+    missed: list[str] = field(default_factory=list[str])
+    attempts: int = 1
+
+    @property
+    def calls(self) -> int:
+        """Model calls of the run: replayed ones, else those the harvested logs record."""
+        return self.calls_replayed or self.usage.calls
 
     @property
     def summary(self) -> str:
@@ -156,9 +172,13 @@ def write_fixtures(
     frames: list[Any],
     recording: str | None,
     literals: Iterable[str] = (),
+    provenance: Provenance | None = None,
 ) -> list[str]:
     """Publish normalised outputs into the scenario folder: staged, scanned, then atomically
     moved into place; stale children are removed only then (see :func:`publish_fixtures`).
+
+    ``snapshot.yml`` gets ``recording`` and ``provenance`` (see :func:`with_provenance`) when a
+    recording is given; its other lines stay as they are.
 
     Returns:
         the names of the files whose bytes changed (``-name`` for a removed child).
@@ -174,8 +194,8 @@ def write_fixtures(
     if scenario.meta is not None:
         allowlist = scenario.meta.secrets_allowlist
         if recording is not None:
-            meta = scenario.meta.model_copy(update={"recording": recording})
-            files[META_FILE] = render_meta(SnapshotMeta.model_validate(meta.model_dump()))
+            meta_text = (scenario.path / META_FILE).read_text(encoding="utf-8")
+            files[META_FILE] = with_provenance(meta_text, recording, provenance, scenario.meta.loop)
     return publish_fixtures(scenario.path, files, allowlist=allowlist, literals=literals)
 
 
@@ -351,6 +371,15 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
     return result
 
 
+def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
+    """Record modes: check ``expect:`` of ``snapshot.yml``; a miss writes nothing."""
+    if scenario.meta is None or not scenario.meta.expect:
+        return True
+    result.missed = check_expectations(scenario.meta.expect, result.logs)
+    result.failures.extend(f"expectation missed: {m}" for m in result.missed)
+    return not result.missed
+
+
 def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> None:
     # A scenario arrives in a pull request: it is checked before anything of it runs, in
     # every mode (SECURITY.md).
@@ -401,10 +430,9 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             else:
                 if not options.api_key:
                     raise AgentError("record needs DEEPSEEK_API_KEY")
+                # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
+                env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
-                for name in ("DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL"):
-                    if os.environ.get(name):
-                        env[name] = os.environ[name]
             agent = AgentProcess(cwd, base_env(env), options.timeout)
             try:
                 for step in scenario.steps:
@@ -420,6 +448,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
         logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames
+        result.usage = recording_usage(logs)
         consumed = True
         if replaying:
             before = len(result.failures)
@@ -435,7 +464,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             if allowances is None:
                 allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
             _compare(scenario, logs, frames, result, allowances)
-        elif not result.failures:
+        elif not result.failures and _meets_expectations(scenario, result):
             recording = None
             if scenario.meta is not None:
                 recording = (
@@ -445,6 +474,11 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                         options.mode, scenario.meta.recording
                     )
                 )
-            result.written = write_fixtures(scenario, logs, frames, recording, literals)
+            provenance = None
+            if recording == "live":
+                from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
+
+                provenance = live_provenance(DeepSeekSettings(), result.usage)
+            result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

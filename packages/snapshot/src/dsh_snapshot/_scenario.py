@@ -18,6 +18,8 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
+from dsh_snapshot._expect import PromptExpectation
+from dsh_snapshot._provenance import Provenance
 
 __all__ = [
     "INPUT_FILE",
@@ -32,7 +34,6 @@ __all__ = [
     "discover",
     "load_scenario",
     "path_problem",
-    "render_meta",
     "step_paths",
 ]
 
@@ -41,6 +42,7 @@ META_FILE = "snapshot.yml"
 SCRIPT_FILE = "model.script.json"
 OVERRIDE_FILE = "replay.override.json"
 STDOUT_FILES = ("stdout.expected.jsonl", "stdout.golden.jsonl")
+PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 Recording = Literal["live", "scripted", "authored"]
@@ -97,6 +99,8 @@ class SnapshotMeta(BaseModel):
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
     """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
     description: str | None = None
+    expect: list[PromptExpectation] | None = None
+    provenance: Provenance | None = None
     secrets_allowlist: tuple[AllowEntry, ...] = ()
 
 
@@ -315,13 +319,28 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
         field, msg = _field_of(exc)
         raise ScenarioError(path, field, msg) from None
     for index, step in enumerate(steps):
-        if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
+        if step.op in PROMPT_OPS and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
         for field, value in step_paths(step):
             problem = path_problem(value)
             if problem is not None:
                 raise ScenarioError(path, f"steps.{index}.{field}", problem)
     return tuple(steps)
+
+
+def _check_expect_prompts(path: Path, meta: SnapshotMeta, steps: Sequence[Step]) -> None:
+    prompts = sum(1 for s in steps if s.op in PROMPT_OPS)
+    seen: set[int] = set()
+    for index, exp in enumerate(meta.expect or []):
+        if exp.prompt > prompts:
+            raise ScenarioError(
+                path,
+                f"expect.{index}.prompt",
+                f"prompt {exp.prompt} does not exist: input.json has {prompts} prompt steps",
+            )
+        if exp.prompt in seen:
+            raise ScenarioError(path, f"expect.{index}.prompt", f"prompt {exp.prompt} twice")
+        seen.add(exp.prompt)
 
 
 def _session_files(folder: Path) -> tuple[Path, ...]:
@@ -357,6 +376,8 @@ def load_scenario(folder: Path) -> Scenario:
     meta_file = folder / META_FILE
     meta = _load_meta(meta_file) if meta_file.is_file() else None
     steps = _load_steps(folder / INPUT_FILE)
+    if meta is not None:
+        _check_expect_prompts(meta_file, meta, steps)
     stdout = next(
         (folder / n for n in STDOUT_FILES if (folder / n).is_file()), folder / STDOUT_FILES[0]
     )
@@ -387,26 +408,3 @@ def discover(paths: Iterable[Path]) -> list[Scenario]:
             if folder not in seen:
                 seen[folder] = load_scenario(folder)
     return sorted(seen.values(), key=lambda s: (s.name, str(s.path)))
-
-
-def render_meta(meta: SnapshotMeta) -> str:
-    """``snapshot.yml`` text in a fixed key order, so rewriting it is byte-stable."""
-    lines = [
-        f"version: {meta.version}",
-        f"profile: {meta.profile}",
-        f"composition: {meta.composition}",
-        f"recording: {meta.recording}",
-        f"loop: {meta.loop}",
-    ]
-    if meta.description is not None:
-        lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
-    if meta.secrets_allowlist:
-        lines.append("secrets_allowlist:")
-        for entry in meta.secrets_allowlist:
-            lines += [
-                f"  - file: {json.dumps(entry.file, ensure_ascii=False)}",
-                f"    line: {entry.line}",
-                f"    hash: {entry.hash}",
-                f"    reason: {json.dumps(entry.reason, ensure_ascii=False)}",
-            ]
-    return "\n".join(lines) + "\n"

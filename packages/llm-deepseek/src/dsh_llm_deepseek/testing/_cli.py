@@ -1,4 +1,5 @@
-"""``dsh-scripted-model-server --script FILE [--port 0] [--strict] …``: the server as a process."""
+"""``dsh-scripted-model-server --script FILE | --library DIR [--port 0] [--strict] …``: the
+server as a process."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from dsh_llm_deepseek._settings import SERVED_MODELS
+from dsh_llm_deepseek.testing._library import ScriptLibrary
 from dsh_llm_deepseek.testing._script import Fault, ScriptError
 from dsh_llm_deepseek.testing._server import ScriptedModelServer
 
@@ -27,7 +30,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="dsh-scripted-model-server",
         description="Serve scripted OpenAI-compatible streaming responses on 127.0.0.1.",
     )
-    parser.add_argument("--script", required=True, help="JSON script file")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--script", help="JSON script file")
+    source.add_argument(
+        "--library",
+        metavar="DIR",
+        help="serve every scenario folder under DIR (input.json + model.script.json), "
+        "routing each request by its content",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument(
         "--strict",
@@ -74,16 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"dsh-scripted-model-server: {exc}", file=sys.stderr)
         return 2
+    options: dict[str, Any] = {
+        "port": args.port,
+        "api_key": api_key,
+        "strict": args.strict,
+        "models": [m.strip() for m in args.models.split(",") if m.strip()],
+        "models_fault": faults[0],
+        "chat_fault": faults[1],
+    }
     try:
-        server = ScriptedModelServer.from_file(
-            args.script,
-            port=args.port,
-            api_key=api_key,
-            strict=args.strict,
-            models=[m.strip() for m in args.models.split(",") if m.strip()],
-            models_fault=faults[0],
-            chat_fault=faults[1],
-        )
+        if args.library is not None:
+            library = ScriptLibrary.from_folder(args.library)
+            server = ScriptedModelServer(router=library.route, **options)
+        else:
+            server = ScriptedModelServer.from_file(args.script, **options)
     except ScriptError as exc:
         print(f"dsh-scripted-model-server: invalid script: {exc}", file=sys.stderr)
         return 2

@@ -160,7 +160,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             self._fault(fault, session_id, 0)
             return
-        call, response, error = owner._next_response(session_id)
+        call, response, error = owner._next_response(session_id, body)
         if response is None:
             message = error or "no response"
             owner._record(session_id, call, body, received, 500, message, present, self.path)

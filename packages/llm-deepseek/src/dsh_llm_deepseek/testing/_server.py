@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -25,7 +25,11 @@ from dsh_llm_deepseek.testing._script import (
     validate_script,
 )
 
-__all__ = ["RecordedRequest", "ScriptedModelServer"]
+__all__ = ["RecordedRequest", "Router", "ScriptedModelServer"]
+
+Router = Callable[[dict[str, Any] | None], tuple[Response | None, str | None]]
+"""Answers a chat request body by content (see ``ScriptLibrary.route``): a response, or
+``None`` and the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ class ScriptedModelServer:
             (401, 402, 429, 503…).
         chat_fault: a status :class:`Fault` that answers every chat request instead, consuming
             no script (an exhausted balance: ``Fault.status(402)``).
+        router: when given, answers every chat request by its content instead of the session
+            scripts (a ``ScriptLibrary``'s ``route``).
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class ScriptedModelServer:
         strict: bool = False,
         models: Sequence[str] = SERVED_MODELS,
         models_fault: Fault | None = None,
+        router: Router | None = None,
         chat_fault: Fault | None = None,
     ) -> None:
         for name, fault in (("models_fault", models_fault), ("chat_fault", chat_fault)):
@@ -105,6 +112,7 @@ class ScriptedModelServer:
         self.strict = strict
         self.models = tuple(models)
         self.models_fault = models_fault
+        self.router = router
         self.chat_fault = chat_fault
         self._port = port
         self._lock = threading.Lock()
@@ -228,10 +236,15 @@ class ScriptedModelServer:
 
     # --- called by the handler threads ---------------------------------------------------------
 
-    def _next_response(self, session_id: str | None) -> tuple[int, Response | None, str | None]:
+    def _next_response(
+        self, session_id: str | None, body: dict[str, Any] | None = None
+    ) -> tuple[int, Response | None, str | None]:
         with self._lock:
             call = self._calls.get(session_id, 0) + 1
             self._calls[session_id] = call
+        if self.router is not None:
+            return (call, *self.router(body))
+        with self._lock:
             if session_id is None:
                 return call, None, f"request without a {SESSION_HEADER} header (call {call})"
             script = self._bound.get(session_id)
