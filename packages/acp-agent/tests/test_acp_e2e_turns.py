@@ -66,7 +66,7 @@ def test_acp_bash_tool_turn(agent_run: AgentRun, model_server: ScriptedModelServ
         "rawInput": command,
         "content": [{"type": "content", "content": {"type": "text", "text": "Print things"}}],
     }
-    output = f"to-stdout\nto-stderr\n{agent_run.workspace}\n"
+    output = f"to-stdout\n{agent_run.workspace}\n[stderr]\nto-stderr\n"
     assert result == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call_1",

@@ -86,7 +86,10 @@ def build_agent(settings: AgentSettings) -> Wiring:
     """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
     model, replay = build_model(settings)
     store = build_store(settings)
-    bash = BashTool() if settings.bash_timeout is None else BashTool(settings.bash_timeout)
+    bash = BashTool()
+    if settings.bash_timeout is not None:
+        limit_ms = settings.bash_timeout * 1000
+        bash = BashTool(limit_ms, max_timeout_ms=max(limit_ms, bash.max_timeout_ms))
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
         max_steps=settings.max_steps, max_delegation_depth=settings.max_delegation_depth

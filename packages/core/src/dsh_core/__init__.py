@@ -13,7 +13,13 @@ from dsh_core._agent import (
     TurnOutcome,
     next_turn_number,
 )
-from dsh_core._bash import BashTool
+from dsh_core._bash import (
+    BashResult,
+    BashTool,
+    CollectedOutput,
+    OutputCollector,
+    render_bash_result,
+)
 from dsh_core._errors import (
     DshError,
     LogFormatError,
@@ -163,10 +169,14 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
+    "BashResult",
     "BashTool",
+    "CollectedOutput",
     "EventListener",
+    "OutputCollector",
     "SubagentTool",
     "TurnOutcome",
     "messages_from_events",
     "next_turn_number",
+    "render_bash_result",
 ]
