@@ -18,6 +18,7 @@ from dsh_core._bash import (
     BashTool,
     CollectedOutput,
     OutputCollector,
+    bash_argument_errors,
     render_bash_result,
 )
 from dsh_core._errors import (
@@ -176,6 +177,7 @@ __all__ = [
     "OutputCollector",
     "SubagentTool",
     "TurnOutcome",
+    "bash_argument_errors",
     "messages_from_events",
     "next_turn_number",
     "render_bash_result",

@@ -26,7 +26,14 @@ from typing import Any
 from dsh_core._model import ToolSpec
 from dsh_core._tools import ToolContext, ToolOutcome
 
-__all__ = ["BashResult", "BashTool", "CollectedOutput", "OutputCollector", "render_bash_result"]
+__all__ = [
+    "BashResult",
+    "BashTool",
+    "CollectedOutput",
+    "OutputCollector",
+    "bash_argument_errors",
+    "render_bash_result",
+]
 
 _READ_SIZE = 65_536
 _spill_counter = itertools.count(1)
@@ -175,8 +182,9 @@ class _ArgsError(Exception):
     pass
 
 
-def _check_args(arguments: Mapping[str, Any]) -> list[str]:
-    """Upstream's schema violations, in declaration order."""
+def bash_argument_errors(arguments: Mapping[str, Any]) -> list[str]:
+    """What is wrong with ``bash`` arguments against the schema (upstream's wording, in
+    declaration order); empty when they are valid. UIs use it to present a call softly."""
     kinds = (
         ("command", str, "a string", True),
         ("description", str, "a string", True),
@@ -314,7 +322,7 @@ class BashTool:
     def _resolve(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> tuple[str, float, str]:
-        violations = _check_args(arguments)
+        violations = bash_argument_errors(arguments)
         if violations:
             raise _ArgsError(f"invalid arguments: {'; '.join(violations)}")
         command: str = arguments["command"]
