@@ -52,10 +52,18 @@ def summary_line(results: Iterable[ScenarioResult]) -> str:
     sessions = sum(r.sessions for r in items)
     calls = sum(r.calls_replayed for r in items)
     passed = sum(1 for r in items if r.ok)
-    return (
+    lacking = sum(1 for r in items if r.needs)
+    line = (
         f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls replayed: {passed} passed, {len(items) - passed} failed"
+        f"{calls} model calls replayed: {passed} passed, {len(items) - passed - lacking} failed"
     )
+    return line + (f", {lacking} need what we lack" if lacking else "")
+
+
+def _verdict(result: ScenarioResult) -> str:
+    if result.ok:
+        return "[green]pass[/green]"
+    return "[yellow]NEEDS[/yellow]" if result.needs else "[red]FAIL[/red]"
 
 
 def print_results(console: Console, results: Sequence[ScenarioResult], title: str) -> None:
@@ -78,7 +86,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             r.scenario.name,
             r.options.composition,
             r.options.mode,
-            "[green]pass[/green]" if r.ok else "[red]FAIL[/red]",
+            _verdict(r),
             str(r.sessions),
             str(r.calls_replayed),
             f"{r.seconds:.2f}",
@@ -88,7 +96,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
     for r in results:
         if not r.ok:
             console.print(
-                f"[red]FAIL[/red] {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
+                f"{_verdict(r)} {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
                 highlight=False,
             )
             for failure in r.failures:

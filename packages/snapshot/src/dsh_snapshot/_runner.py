@@ -96,6 +96,7 @@ class ScenarioResult:
     written: list[str] = field(default_factory=list[str])
     logs: list[list[Any]] = field(default_factory=list[list[Any]])
     frames: list[Any] = field(default_factory=list[Any])
+    needs: list[str] = field(default_factory=list[str])
 
     @property
     def summary(self) -> str:
@@ -344,7 +345,12 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
     result = ScenarioResult(scenario, options)
     started = time.perf_counter()
     try:
-        _run(scenario, options, result)
+        # A scenario that needs an op, a tool or a feature we lack is not run: it says so.
+        result.needs = scenario.needs(recordings=options.mode in ("replay", "refresh"))
+        if result.needs:
+            result.failures.append(f"needs {'; '.join(result.needs)}")
+        else:
+            _run(scenario, options, result)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
     result.seconds = time.perf_counter() - started

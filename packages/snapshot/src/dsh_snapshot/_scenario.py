@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DshError
+from dsh_snapshot._needs import scenario_needs
 
 __all__ = [
     "INPUT_FILE",
@@ -66,20 +67,23 @@ class SnapshotMeta(BaseModel):
 
 
 class Step(BaseModel):
-    """One step of ``input.json``."""
+    """One step of ``input.json``.
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    ``op`` may name an op this runner does not drive (later upstream harnesses have more);
+    such a scenario is reported as needing it (:meth:`Scenario.needs`), not rejected here.
+    """
 
-    op: Literal[
-        "initialize",
-        "newSession",
-        "loadSession",
-        "prompt",
-        "promptAndCancel",
-        "cancel",
-        "promptExpectError",
-    ]
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    op: str = Field(min_length=1)
     text: str | None = None
+    terminal_output: bool = Field(default=False, alias="terminalOutput")
+    additional_directories: list[str] | None = Field(default=None, alias="additionalDirectories")
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The step as written in ``input.json`` (its own field names, set fields only)."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
 
 
 class _Input(BaseModel):
@@ -119,6 +123,17 @@ class Scenario:
         if self.meta is None or self.meta.composition == "default":
             return list(requested)
         return [self.meta.composition]
+
+    def needs(self, *, recordings: bool = True) -> list[str]:
+        """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);
+        empty when it can run. ``recordings=False`` skips the tools the recorded logs call
+        (a new recording overwrites them).
+
+        Raises:
+            DshError: a recorded log cannot be read.
+        """
+        files = self.session_files if recordings else ()
+        return scenario_needs([s.raw for s in self.steps], files, self.workspace)
 
     @property
     def override_file(self) -> Path | None:
