@@ -80,16 +80,14 @@ class SubagentTool:
             child.close()
         if outcome.kind == "completed":
             return ToolOutcome(outcome.final_text)
-        message = (
-            outcome.error.message
-            if outcome.error is not None
-            else _KIND_TEXT.get(outcome.kind, outcome.kind)
-        )
-        return ToolOutcome(f"subagent did not complete: {outcome.kind}: {message}", True)
+        # Upstream's words for a child that did not finish (tool-subagent stopReasonError);
+        # the reason, never partial output.
+        reason = _KIND_TEXT.get(outcome.kind, f"subagent run ended abnormally ({outcome.kind})")
+        return ToolOutcome(f"Error: {reason}", True)
 
 
 _KIND_TEXT = {
-    "aborted": "the child turn was cancelled",
-    "max-tokens": "the child's reply hit the model's output token limit",
-    "interrupted": "the child turn was interrupted",
+    "aborted": "subagent run was cancelled",
+    "error": "subagent run failed",
+    "max-tokens": "subagent run hit its token limit before finishing",
 }
