@@ -139,6 +139,11 @@ async def test_invalid_arguments_are_errors(
     assert outcome.is_error
     assert outcome.text.startswith("Error: ")
     assert pattern in outcome.text
+    # Schema violations are upstream's ToolArgsError (logged as the result's error); value
+    # checks in the tool body are plain errors.
+    schema = pattern.startswith(("missing", '"'))
+    expected = {"name": "ToolArgsError", "code": "INVALID_ARGS"} if schema else None
+    assert outcome.error == expected
 
 
 async def test_run_in_background_is_refused_until_background_tasks_exist(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from dsh_core._events import (
 from dsh_core._messages import messages_from_events
 from dsh_core._model import ModelClient, ModelError, ModelRequest
 from dsh_core._session import Session, SessionStore, now_ms
-from dsh_core._tools import Tool, ToolContext, ToolOutcome
+from dsh_core._tools import INVALID_ARGS, UNKNOWN_TOOL, Tool, ToolContext, ToolOutcome
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -214,12 +214,20 @@ class _TurnRun:
             )
         )
 
-    def emit_result(self, call: ToolCallBlock, text: str, *, is_error: bool) -> None:
-        self.emit(
-            tool_result(
-                self.session.next_seq, now_ms(), self.turn, self.step, call["id"], text, is_error
-            )
+    def emit_result(
+        self,
+        call: ToolCallBlock,
+        text: str,
+        *,
+        is_error: bool,
+        error: Mapping[str, str] | None = None,
+    ) -> None:
+        event = tool_result(
+            self.session.next_seq, now_ms(), self.turn, self.step, call["id"], text, is_error
         )
+        if error is not None:
+            event.data["error"] = dict(error)
+        self.emit(event)
 
     async def run(self, prompt: str) -> TurnOutcome:
         session = self.session
@@ -271,7 +279,7 @@ class _TurnRun:
             session.flush()
             outcome = await self.run_tool(call)
             self.in_flight = None
-            self.emit_result(call, outcome.text, is_error=outcome.is_error)
+            self.emit_result(call, outcome.text, is_error=outcome.is_error, error=outcome.error)
         return bool(calls), finish_kind
 
     async def stream_step(self) -> tuple[list[ContentBlock], Usage | None, str]:
@@ -315,20 +323,17 @@ class _TurnRun:
     async def run_tool(self, call: ToolCallBlock) -> ToolOutcome:
         name = call["name"]
         tool = self.agent.tools.get(name)
+        # Upstream's registry words for what the model got wrong, so a recording of it replays.
         if tool is None:
-            known = ", ".join(self.agent.tools) or "none"
-            return ToolOutcome(f"unknown tool {name!r} (available tools: {known})", True)
+            return ToolOutcome(f'Error: unknown tool "{name}"', True, UNKNOWN_TOOL)
         raw = call["arguments"]
         try:
             arguments: Any = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as error:
-            return ToolOutcome(f"invalid JSON arguments for tool {name!r}: {error}", True)
+        except json.JSONDecodeError:
+            arguments = raw  # upstream hands the raw text on, which the schema then refuses
         if not isinstance(arguments, dict):
-            return ToolOutcome(
-                f"arguments for tool {name!r} must be a JSON object, got "
-                f"{type(arguments).__name__}",
-                True,
-            )
+            text = 'Error: invalid arguments: "arguments" must be an object'
+            return ToolOutcome(text, True, INVALID_ARGS)
         context = ToolContext(
             session=self.session,
             cwd=self.session.header.cwd or os.getcwd(),
@@ -340,7 +345,7 @@ class _TurnRun:
         try:
             return await tool.run(cast(dict[str, Any], arguments), context)
         except Exception as error:  # a tool bug must not take the session down
-            return ToolOutcome(f"tool {name!r} failed: {_describe(error)}", True)
+            return ToolOutcome(f"Error: {_describe(error)}", True)
 
     def end_step(self) -> None:
         if self.step_open:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core._model import ToolSpec
-from dsh_core._tools import ToolContext, ToolOutcome
+from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
 
 __all__ = [
     "BashResult",
@@ -285,6 +285,10 @@ class BashTool:
             :func:`render_bash_result` of the run; ``is_error`` only for invalid arguments or a
             command that could not start (texts begin with ``Error:`` as upstream's do).
         """
+        violations = bash_argument_errors(arguments)
+        if violations:
+            text = f"Error: invalid arguments: {'; '.join(violations)}"
+            return ToolOutcome(text, True, INVALID_ARGS)
         try:
             command, timeout_ms, cwd = self._resolve(arguments, context)
         except _ArgsError as error:
@@ -322,9 +326,6 @@ class BashTool:
     def _resolve(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> tuple[str, float, str]:
-        violations = bash_argument_errors(arguments)
-        if violations:
-            raise _ArgsError(f"invalid arguments: {'; '.join(violations)}")
         command: str = arguments["command"]
         if not command.strip():
             raise _ArgsError("invalid command: expected a non-empty string")

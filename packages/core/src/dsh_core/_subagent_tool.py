@@ -7,7 +7,7 @@ from typing import Any
 
 from dsh_core._model import ToolSpec
 from dsh_core._subagent import SubagentBackend, SubagentRequest
-from dsh_core._tools import ToolContext, ToolOutcome
+from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
 
 __all__ = ["SubagentTool"]
 
@@ -56,13 +56,15 @@ class SubagentTool:
             The child's final text; an error outcome when the arguments are invalid, the
             depth limit is exceeded (no child is created) or the child's turn did not complete.
         """
-        name = self.backend.tool_name
-        description = arguments.get("description")
-        prompt = arguments.get("prompt")
-        if not isinstance(description, str):
-            return ToolOutcome(f"{name}: the 'description' argument must be a string", True)
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ToolOutcome(f"{name}: the 'prompt' argument must be a non-empty string", True)
+        violations = [
+            f'missing required property "{key}"' if value is None else f'"{key}" must be a string'
+            for key in ("description", "prompt")
+            if not isinstance(value := arguments.get(key), str)
+        ]
+        if violations:
+            text = f"Error: invalid arguments: {'; '.join(violations)}"
+            return ToolOutcome(text, True, INVALID_ARGS)
+        description, prompt = str(arguments["description"]), str(arguments["prompt"])
         agent = context.agent
         parent = context.session
         depth = (parent.header.delegation_depth or 0) + 1
