@@ -224,3 +224,16 @@ async def test_spills_default_to_a_private_directory(tmp_path: Path) -> None:
         assert _mode(os.path.dirname(path)) == 0o700
     finally:
         os.unlink(path)
+
+
+# executor.spec.ts, describe('LocalBashExecutor.run'): the limits BashTool resolves per call
+async def test_a_calls_timeout_is_capped_at_max_timeout_ms(tmp_path: Path) -> None:
+    tool = BashTool(1_000, max_timeout_ms=200, grace_ms=200, spill_dir=tmp_path)
+    text = await _run(tmp_path, "sleep 60", tool, timeoutMs=99_999)
+    assert text == "(no output)\n[timed out after 200ms]\n[killed by signal: SIGTERM]"
+
+
+async def test_a_calls_own_timeout_wins_under_the_cap(tmp_path: Path) -> None:
+    tool = BashTool(60_000, grace_ms=200, spill_dir=tmp_path)
+    text = await _run(tmp_path, "sleep 60", tool, timeoutMs=100)
+    assert "[timed out after 100ms]" in text
