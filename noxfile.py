@@ -16,11 +16,13 @@ os.environ.setdefault("UV_PYTHON_PREFERENCE", "only-system")
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "typecheck", "tests", "build"]
+nox.options.sessions = ["lint", "typecheck", "tests", "release_check"]
 nox.options.error_on_missing_interpreters = True
 
 ROOT = pathlib.Path(__file__).parent
 PYTHON = "3.11"
+# Third-party wheels from uv.lock, fetched once: every install check then runs --no-index.
+WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
 
 
@@ -39,7 +41,10 @@ def tests(session: nox.Session, package: str) -> None:
     """Run one package's tests in an environment holding only it and what it declares."""
     # "workspace" is the cross-package tests/ folder, which needs every member.
     if package == "workspace":
-        sync(session, "test")
+        # pip and an offline wheelhouse: tests/ follows the README's install-from-a-checkout.
+        sync(session, "test", "release")
+        session.run("python", "tools/check_wheels.py", "wheelhouse", str(WHEELHOUSE))
+        session.env["DSH_WHEELHOUSE"] = str(WHEELHOUSE)
         target = "tests"
     else:
         sync(session, "test", package=f"dsh-{package}")
@@ -62,23 +67,34 @@ def typecheck(session: nox.Session) -> None:
     session.run("pyright", *session.posargs)
 
 
+def build_and_check(session: nox.Session, *, release: bool) -> None:
+    """Build the distributions into dist/ and install each wheel alone from there, offline."""
+    sync(session, "release")
+    dist = ROOT / "dist"
+    kinds = [] if release else ["--wheel"]  # a release also builds the sdists
+    build_args = ["uv", "build", "--all-packages", "--no-sources", *kinds, "-o", str(dist)]
+    session.run(*build_args, "--clear", external=True)
+    if release:
+        session.run("python", "tools/version.py", "check")
+        built = sorted([*dist.glob("*.whl"), *dist.glob("*.tar.gz")])
+        session.run("twine", "check", "--strict", *map(str, built))
+    session.run("python", "tools/check_wheels.py", "wheelhouse", str(WHEELHOUSE))
+    examples = ["--examples"] if release else []
+    session.run(
+        "python", "tools/check_wheels.py", "check", *examples, str(dist), str(WHEELHOUSE), *PACKAGES
+    )
+
+
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
     """Build every wheel, then install each alone in a clean venv and import all its modules."""
-    sync(session, "test")
-    dist = ROOT / "dist"
-    session.run(
-        "uv",
-        "build",
-        "--all-packages",
-        "--no-sources",
-        "--wheel",
-        "-o",
-        str(dist),
-        "--clear",
-        external=True,
-    )
-    session.run("python", "tools/check_wheels.py", str(dist), *PACKAGES)
+    build_and_check(session, release=False)
+
+
+@nox.session(python=PYTHON)
+def release_check(session: nox.Session) -> None:
+    """Build sdists and wheels, twine-check them, install each wheel alone and run its README."""
+    build_and_check(session, release=True)
 
 
 @nox.session(python=PYTHON)

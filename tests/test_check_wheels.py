@@ -1,9 +1,9 @@
-"""``tools/check_wheels.py`` (nox -s build) catches a package importing an undeclared sibling."""
+"""``tools/check_wheels.py`` (nox -s build, release_check): installs alone, offline, and runs."""
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import sys
 import zipfile
 from pathlib import Path
 from types import ModuleType
@@ -14,10 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_wheels", ROOT / "tools/check_wheels.py")
+    name = "dsh_tools_check_wheels"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools/check_wheels.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # registered first: its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -43,38 +47,51 @@ def write_wheel(dist: Path, role: str, source: str, requires: list[str]) -> None
             wheel.writestr(path, text)
 
 
-def write_project(root: Path, role: str, requires: list[str]) -> None:
-    folder = root / "packages" / role
-    folder.mkdir(parents=True)
-    deps = ", ".join(f'"{r}"' for r in requires)
-    (folder / "pyproject.toml").write_text(
-        f'[project]\nname = "dsh-{role}"\nversion = "0.1.0"\ndependencies = [{deps}]\n'
-    )
-
-
-@pytest.fixture
-def uv() -> str:
-    found = shutil.which("uv")
-    if found is None:
-        pytest.skip("uv is not on PATH (nox puts it there)")
-    return found
-
-
 def test_build_check_fails_on_an_undeclared_sibling_and_passes_when_declared(
-    tmp_path: Path, uv: str
+    tmp_path: Path,
 ) -> None:
     tool = load_tool()
-    root, dist = tmp_path / "repo", tmp_path / "dist"
+    dist = tmp_path / "dist"
     dist.mkdir()
     write_wheel(dist, "beta", "VALUE = 1\n", [])
     write_wheel(dist, "alpha", "import dsh_beta\n", [])
-    write_project(root, "alpha", [])
-    write_project(root, "beta", [])
-    assert tool.check(dist, "alpha", uv, root) is False
+    outcome = tool.check(dist, None, "alpha")
+    assert outcome.ok is False
+    assert "No module named 'dsh_beta'" in outcome.log
 
+    # Declared: pip --no-index takes the sibling from the same folder.
     (dist / "dsh_alpha-0.1.0-py3-none-any.whl").unlink()
-    write_wheel(dist, "alpha", "import dsh_beta\n", ["dsh-beta"])
-    shutil.rmtree(root / "packages" / "alpha")
-    write_project(root, "alpha", ["dsh-beta"])
-    assert tool.declared_siblings("alpha", root) == {"beta"}
-    assert tool.check(dist, "alpha", uv, root) is True
+    write_wheel(dist, "alpha", "import dsh_beta\n", ["dsh-beta==0.1.0"])
+    assert tool.check(dist, None, "alpha").ok is True
+
+
+def test_a_declared_dependency_missing_from_the_folders_fails_the_install(tmp_path: Path) -> None:
+    tool = load_tool()
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    write_wheel(dist, "alpha", "VALUE = 1\n", ["not-in-any-folder>=1"])
+    outcome = tool.check(dist, None, "alpha")
+    assert outcome.ok is False
+    assert "not-in-any-folder" in outcome.log  # pip could not find it: nothing came from an index
+
+
+def test_the_readme_example_runs_against_the_installed_wheel(tmp_path: Path) -> None:
+    tool = load_tool()
+    dist, root = tmp_path / "dist", tmp_path / "repo"
+    dist.mkdir()
+    (root / "packages" / "alpha").mkdir(parents=True)
+    write_wheel(dist, "alpha", "VALUE = 1\n", [])
+    readme = root / "packages" / "alpha" / "README.md"
+    readme.write_text("# alpha\n\n```python\nimport dsh_alpha\nassert dsh_alpha.VALUE == 2\n```\n")
+    outcome = tool.check(dist, None, "alpha", examples=True, root=root)
+    assert outcome.ok is False
+    assert "AssertionError" in outcome.log
+    readme.write_text(readme.read_text().replace("== 2", "== 1"))
+    assert tool.check(dist, None, "alpha", examples=True, root=root).ok is True
+
+
+def test_a_readme_without_a_python_block_is_refused(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# nothing to run\n")
+    with pytest.raises(SystemExit, match="has no ```python example block"):
+        load_tool().readme_example(readme)

@@ -12,6 +12,7 @@ REQUIRED = {
     "lint",
     "typecheck",
     "build",
+    "release_check",
     "crash",
     "bench",
     "snapshot",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import secrets
 import signal
+import string
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,3 +230,42 @@ def test_acp_sigterm_aborts_the_turn_and_exits(
         agent_run.finish(agent)
     ends = [e.data for e in agent_run.log(session_id).events if e.type == "turn/end"]
     assert ends == [{"turn": 1, "reason": {"kind": "aborted", "reason": "session/cancel"}}]
+
+
+def test_acp_bash_sees_no_secret_and_stays_confined(
+    agent_run: AgentRun, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    alphabet = string.ascii_letters + string.digits
+    key = "sk-" + "".join(secrets.choice(alphabet) for _ in range(40))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    command = f"env; printenv DEEPSEEK_API_KEY; echo $HOME; touch {outside}/escaped; echo end"
+    model_server.add_session(
+        [
+            tool_reply(("call_1", "bash", {"command": command, "description": "Look around"})),
+            text_reply("DONE"),
+        ]
+    )
+    with agent_run.start(
+        DEEPSEEK_API_KEY=key, GITHUB_TOKEN=key, DSH_SANDBOX="strict", DSH_SANDBOX_NETWORK="deny"
+    ) as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(session_id, "run it") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    result = next(e for e in agent_run.log(session_id).events if e.type == "tool/result")
+    text = result.data["content"][0]["text"]
+    assert "PATH=" in text
+    assert "DEEPSEEK" not in text
+    assert "TOKEN" not in text
+    [home] = [line[5:] for line in text.splitlines() if line.startswith("HOME=")]
+    assert Path(home).parent.name.startswith("dsh-tool-")
+    assert not Path(home).exists()  # the private home went with the agent
+    assert "escaped': Permission denied" in text
+    assert not (outside / "escaped").exists()
+    assert text.endswith("end\n")
+    written = [*(p.read_bytes() for p in agent_run.sessions_root.rglob("*") if p.is_file())]
+    for blob in [*written, json.dumps(agent.frames).encode(), agent.stderr.encode()]:
+        assert key.encode() not in blob
+    # The agent itself had the key and used it: only its tools were kept from it.
+    assert [r.authorized for r in model_server.requests] == [True, True]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,9 @@ from dsh_core import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionMeta,
+    StoreAccessError,
     StoreCorruptError,
     dumps_event,
     read_log_bytes,
@@ -74,7 +77,7 @@ def test_file_is_exactly_the_rendered_log(root: Path) -> None:
         session.add(event)
     session.close()
     assert (root / "s.jsonl").read_text("utf-8") == render_log(session.header, [*seed, *more])
-    assert sorted(p.name for p in root.iterdir()) == [".s.lock", "s.jsonl"]
+    assert sorted(p.name for p in root.iterdir()) == ["s.jsonl"]  # the lock went with its writer
 
 
 def test_root_is_created_and_foreign_files_are_ignored(root: Path) -> None:
@@ -312,11 +315,12 @@ def test_busy_error_names_the_session_and_its_file(root: Path) -> None:
     session.close()
 
 
-def test_stale_temp_files_are_ignored_and_cleaned_by_the_next_create(root: Path) -> None:
+def test_stale_temp_files_are_ignored_and_cleaned_when_the_store_opens(root: Path) -> None:
     root.mkdir()
     stale = root / ".s.0123abcd.tmp"
     stale.write_bytes(b'{"type":"session","version":0,"id":"s","createdAt":1}\n{"type":')
     store = JsonlSessionStore(root)
+    assert not stale.exists()
     assert store.list_sessions() == []
     store.create(CreateOptions(session_id="s")).close()
     assert not stale.exists()
@@ -360,6 +364,59 @@ def test_a_writer_in_another_process_excludes_this_one_until_it_dies(root: Path)
         proc.kill()
         proc.wait()
         proc.stdout.close()
+    assert (root / ".held.lock").exists()  # a killed writer cannot remove its lock file
+    store = JsonlSessionStore(root)  # opening sweeps it: nobody holds it any more
+    assert not (root / ".held.lock").exists()
     resumed = store.resume("held")  # the kernel dropped the dead writer's lock
     resumed.close()
     assert [dumps_event(e) for e in resumed.events] == [dumps_event(e) for e in held.events]
+
+
+def test_opening_sweeps_leftovers_of_any_id_but_never_a_live_writers(root: Path) -> None:
+    live = JsonlSessionStore(root).create(CreateOptions(session_id="live"))
+    hexa = "0123456789abcdef" * 2
+    leftovers = [f".other.{hexa}.tmp", f".x.y.{hexa}.tmp", ".dead.lock", f".dead.{hexa}.tmp"]
+    kept = [".live.lock", f".live.{hexa}.tmp", ".not-ours.tmp", ".config", "notes.txt"]
+    for name in [*leftovers, *kept[1:]]:
+        (root / name).write_text("x")
+    (root / ".dir.lock").mkdir()  # not a file: left alone
+    JsonlSessionStore(root)
+    names = sorted(p.name for p in root.iterdir())
+    assert names == sorted([*kept, ".dir.lock", "live.jsonl"])
+    live.close()
+    JsonlSessionStore(root)
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        [".not-ours.tmp", ".config", "notes.txt", ".dir.lock", "live.jsonl"]
+    )
+
+
+def test_lock_files_do_not_pile_up(root: Path) -> None:
+    store = JsonlSessionStore(root)
+    for n in range(5):
+        store.create(CreateOptions(session_id=f"s{n}")).close()
+        store.resume(f"s{n}").close()
+    assert sorted(p.name for p in root.iterdir()) == [f"s{n}.jsonl" for n in range(5)]
+
+
+def test_a_root_that_is_a_file_or_a_lock_that_is_a_directory_is_a_typed_error(
+    tmp_path: Path,
+) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(StoreAccessError, match="not a directory") as error:
+        JsonlSessionStore(a_file)
+    assert error.value.path == str(a_file)
+    root = tmp_path / "root"
+    store = JsonlSessionStore(root)
+    (root / ".s.lock").mkdir()
+    with pytest.raises(StoreAccessError, match=r"\.s\.lock: cannot open the writer lock"):
+        store.create(CreateOptions(session_id="s"))
+    assert not (root / "s.jsonl").exists()
+
+
+def test_a_bad_id_is_a_typed_value_error_naming_the_store(root: Path) -> None:
+    store = JsonlSessionStore(root)
+    with pytest.raises(SessionIdError, match=f"^{re.escape(str(root))}: field 'id'"):
+        store.load("../escape")
+    with pytest.raises(ValueError, match="cannot be stored as a file"):
+        store.resume("../escape")

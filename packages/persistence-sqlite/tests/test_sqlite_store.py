@@ -139,14 +139,18 @@ def test_writer_in_another_process_excludes_this_one_until_it_dies(tmp_path: Pat
 
 
 def test_lock_names_are_safe_for_any_session_id(tmp_path: Path) -> None:
+    ids = ("../escape", "a/b", "x" * 500, "日本")
     with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
-        for session_id in ("../escape", "a/b", "x" * 500, "日本"):
+        for session_id in ids:
             store.create(CreateOptions(session_id=session_id)).close()
-            store.resume(session_id).close()
-        assert {h.id for h in store.list_sessions()} == {"../escape", "a/b", "x" * 500, "日本"}
-    locks = list((tmp_path / "s.sqlite3.locks").iterdir())
-    assert len(locks) == 4
-    assert all(p.parent == tmp_path / "s.sqlite3.locks" for p in locks)
+        writers = [store.resume(session_id) for session_id in ids]
+        assert {h.id for h in store.list_sessions()} == set(ids)
+        locks = list((tmp_path / "s.sqlite3.locks").iterdir())  # one file per held lock
+        assert len(locks) == 4
+        assert all(p.parent == tmp_path / "s.sqlite3.locks" for p in locks)
+        for writer in writers:
+            writer.close()
+    assert list((tmp_path / "s.sqlite3.locks").iterdir()) == []
 
 
 def test_closed_writer_and_closed_store_refuse_use(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -146,3 +147,25 @@ def test_upstream_folder_replays_with_only_the_documented_allowances() -> None:
     fields = {d.field for d in strict.differences}
     # Exactly the differences COMPATIBILITY.md lists, nothing else.
     assert fields == {"result.agentInfo.name", "origin"}, strict.failures
+
+
+def test_replayed_commands_run_sandboxed_without_network(
+    scenario_copy: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # A scenario whose recorded command writes outside the run and calls a loopback server:
+    # in replay the write is refused, the server is unreachable, and only the output differs.
+    folder = scenario_copy("tool-call-turn")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        hostile = f"touch {outside}/escaped; curl -sS -m 2 http://127.0.0.1:{port}/; echo SNAPSH"
+        log = folder / "session.jsonl"
+        text = log.read_text(encoding="utf-8")
+        assert text.count('\\"echo SNAPSH') == 4  # the delta, block-end, tool/call, message
+        log.write_text(text.replace('\\"echo SNAPSH', f'\\"{hostile}'), encoding="utf-8")
+        result = run_scenario(load_scenario(folder))
+    assert not (outside / "escaped").exists()
+    shown = "\n".join(str(d) for d in result.differences)
+    assert f"touch: cannot touch '{outside}/escaped': Permission denied" in shown
+    assert "curl: (7)" in shown  # could not connect (a reachable server answers differently)

@@ -20,7 +20,17 @@ from dsh_acp_agent._settings import (
     load_settings,
 )
 from dsh_acp_agent._transport import FrameTransport, StdinFeed, protect_stdout
-from dsh_core import Agent, AgentConfig, BashTool, DshError, ModelClient, SessionStore, SubagentTool
+from dsh_core import (
+    Agent,
+    AgentConfig,
+    BashTool,
+    DshError,
+    ModelClient,
+    SandboxSettings,
+    SessionStore,
+    SubagentTool,
+    ToolSandbox,
+)
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
 from dsh_persistence_jsonl import JsonlSessionStore
 from dsh_persistence_sqlite import SqliteSessionStore
@@ -82,14 +92,28 @@ def build_model(settings: AgentSettings) -> tuple[ModelClient, ReplayModelClient
     return DeepSeekClient(deepseek_settings), None
 
 
+def build_sandbox() -> ToolSandbox:
+    """The bash tool's confinement as ``DSH_SANDBOX*`` and ``DSH_TOOL_ENV_ALLOW`` configure it.
+
+    Raises:
+        SettingsError: one of those variables is invalid.
+    """
+    try:
+        return ToolSandbox(SandboxSettings())
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
+
+
 def build_agent(settings: AgentSettings) -> Wiring:
     """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
+    sandbox = build_sandbox()
     model, replay = build_model(settings)
     store = build_store(settings)
-    bash = BashTool()
+    bash = BashTool(sandbox=sandbox)
     if settings.bash_timeout is not None:
         limit_ms = settings.bash_timeout * 1000
-        bash = BashTool(limit_ms, max_timeout_ms=max(limit_ms, bash.max_timeout_ms))
+        max_ms = max(limit_ms, bash.max_timeout_ms)
+        bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
         max_steps=settings.max_steps, max_delegation_depth=settings.max_delegation_depth

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -20,6 +21,7 @@ from acp.schema import (
     NewSessionRequest,
     PromptRequest,
 )
+from pydantic import ValidationError
 
 from dsh_acp_agent._updates import JsonObject, UpdateMapper, replay_updates
 from dsh_core import (
@@ -29,6 +31,7 @@ from dsh_core import (
     Event,
     Session,
     SessionBusyError,
+    SessionIdError,
     SessionMeta,
     SessionNotFoundError,
     SessionStore,
@@ -148,8 +151,22 @@ class AcpServer:
             "authMethods": [],
         }
 
-    async def new_session(self, cwd: str, **_: Any) -> JsonObject:
-        session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+    async def new_session(
+        self, cwd: str, additional_directories: Sequence[str] | None = None, **_: Any
+    ) -> JsonObject:
+        if additional_directories:
+            # Upstream's answer (head/reject-extra-dirs): the scope cannot be widened.
+            raise ProtocolError(-32602, "Invalid params: additionalDirectories is not supported")
+        if not os.path.isabs(cwd) or not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
+            raise ProtocolError(
+                -32602,
+                f"Invalid params: cwd must be an absolute path to an existing directory, "
+                f"got {cwd!r}",
+            )
+        try:
+            session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+        except DshError as exc:
+            raise ProtocolError(-32603, f"Internal error: cannot create a session: {exc}") from exc
         self._sessions[session.id] = _LiveSession(session)
         return {"sessionId": session.id}
 
@@ -160,6 +177,10 @@ class AcpServer:
                 session = self.store.resume(session_id)
             except SessionNotFoundError:
                 raise _unknown_session(session_id) from None
+            except SessionIdError as exc:
+                raise ProtocolError(
+                    -32602, f"Invalid params: {exc}", {"sessionId": session_id}
+                ) from None
             except SessionBusyError as exc:
                 raise ProtocolError(
                     -32603,
@@ -287,6 +308,26 @@ def build_router(server: AcpServer) -> MessageRouter:
 
 def connect(server: AcpServer, transport: Any) -> Connection:
     """The ``acp`` connection serving ``server`` over ``transport`` (not yet listening)."""
-    conn = Connection(build_router(server), transport, listening=False)
+    conn = Connection(_quiet_notifications(build_router(server)), transport, listening=False)
     server.bind(conn)
     return conn
+
+
+def _quiet_notifications(router: MessageRouter) -> Any:
+    """``router``, except that a notification it cannot handle is dropped with one log line.
+
+    JSON-RPC gives a notification no answer, and ``acp`` would log a traceback for an unknown
+    method or bad params; a newer client's notifications are expected and harmless.
+    """
+
+    async def handle(method: str, params: Any, is_notification: bool) -> Any:
+        if not is_notification:
+            return await router(method, params, is_notification)
+        try:
+            return await router(method, params, is_notification)
+        except (RequestError, ValidationError) as exc:
+            reason = "unknown method" if isinstance(exc, RequestError) else "invalid params"
+            _log.info("ignored notification %s: %s", method, reason)
+            return None
+
+    return handle

@@ -34,11 +34,16 @@ class FrameTransport:
     """Newline-delimited JSON-RPC on stdin and a stdout descriptor (an ``acp`` ``Transport``).
 
     ``receive`` returns ``None`` at end of input only once no received request is still
-    unanswered, so in-flight turns finish with their updates delivered.
+    unanswered, so in-flight turns finish with their updates delivered. A line longer than
+    ``line_limit`` (the reader's limit) is answered with one ``-32600`` error and skipped
+    through its newline.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, out_fd: int) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, out_fd: int, line_limit: int = STDIO_LIMIT
+    ) -> None:
         self._reader = reader
+        self._line_limit = line_limit
         self._out_fd = out_fd
         # One writer thread: frames reach stdout in the order they were sent.
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsh-acp-stdout")
@@ -59,11 +64,20 @@ class FrameTransport:
     async def receive(self) -> dict[str, Any] | None:
         """The next message; ``None`` at end of input once every request is answered."""
         while True:
-            try:
-                line = await self._reader.readline()
-            except ValueError:
-                # Over the line limit: the frame is lost, but later ones are still readable.
-                _log.error("dropped an input frame longer than %d bytes", STDIO_LIMIT)
+            line = await self._read_line()
+            if line is None:
+                _log.error("dropped an input line longer than %d bytes", self._line_limit)
+                await self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {
+                            "code": -32600,
+                            "message": f"Invalid request: line longer than {self._line_limit} "
+                            f"bytes, dropped up to the next newline",
+                        },
+                    }
+                )
                 continue
             if not line:
                 self.at_eof = True
@@ -96,6 +110,28 @@ class FrameTransport:
                 self._unanswered.add(_key(message.get("id")))
                 self._idle.clear()
             return message
+
+    async def _read_line(self) -> bytes | None:
+        """The next line (``b""`` at end of input), or ``None`` for a line over the limit.
+
+        An over-long line is consumed through its newline, however long it runs on: its tail
+        must never be read as a frame of its own.
+        """
+        try:
+            return await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:
+            return end.partial  # the last line had no newline (or the input was empty)
+        except asyncio.LimitOverrunError as over:
+            skip = over.consumed
+        while True:
+            try:
+                await self._reader.readexactly(skip)
+                await self._reader.readuntil(b"\n")
+                return None
+            except asyncio.IncompleteReadError:
+                return None  # the input ended inside the over-long line
+            except asyncio.LimitOverrunError as over:
+                skip = over.consumed
 
     async def close(self) -> None:
         """Wait for the frames already sent to be written; stop the writer thread."""

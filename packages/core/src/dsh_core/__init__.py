@@ -27,7 +27,9 @@ from dsh_core._errors import (
     SeqError,
     SessionBusyError,
     SessionExistsError,
+    SessionIdError,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
     StoreVersionError,
 )
@@ -56,6 +58,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
     SessionLog,
@@ -79,6 +82,14 @@ from dsh_core._model import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._sandbox import (
+    SandboxMechanisms,
+    SandboxSettings,
+    SandboxUnavailableError,
+    ToolSandbox,
+    is_secret_name,
+    tool_environment,
 )
 from dsh_core._session import (
     CreateOptions,
@@ -138,6 +149,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "WriterLock",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -163,7 +175,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
     # agent loop, built-in tools, message view
@@ -181,4 +195,11 @@ __all__ = [
     "messages_from_events",
     "next_turn_number",
     "render_bash_result",
+    # tool environment and sandbox
+    "SandboxMechanisms",
+    "SandboxSettings",
+    "SandboxUnavailableError",
+    "ToolSandbox",
+    "is_secret_name",
+    "tool_environment",
 ]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core._model import ToolSpec
+from dsh_core._sandbox import SandboxUnavailableError, ToolSandbox
 from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
 
 __all__ = [
@@ -39,9 +40,9 @@ _READ_SIZE = 65_536
 _spill_counter = itertools.count(1)
 _default_spill_dir: Path | None = None
 
-# Colours, pagers and terminal features would garble what the model reads (upstream's set).
+# Colours, pagers and terminal features would garble what the model reads (upstream's set),
+# laid over the sandbox's allow-listed environment.
 ENV_OVERRIDES = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
-_SENSITIVE = ("KEY", "SECRET", "TOKEN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +173,6 @@ class OutputCollector:
         return CollectedOutput(text, self._dropped, self._spill_path)
 
 
-def child_env() -> dict[str, str]:
-    """This environment minus credential-shaped variables, plus :data:`ENV_OVERRIDES`."""
-    env = {k: v for k, v in os.environ.items() if not any(s in k.upper() for s in _SENSITIVE)}
-    return env | ENV_OVERRIDES
-
-
 class _ArgsError(Exception):
     pass
 
@@ -210,6 +205,8 @@ class BashTool:
 
     The command leads its own process group with ``/dev/null`` as stdin. On a timeout the
     group gets SIGTERM, then SIGKILL after ``grace_ms``; a cancelled turn kills it at once.
+    It never sees the agent's environment: it runs with the allow-listed one of ``sandbox``
+    (a private ``HOME`` and ``TMPDIR``, no credentials) and inside its confinement.
 
     Args:
         timeout_ms: default milliseconds before the command is stopped.
@@ -217,6 +214,7 @@ class BashTool:
         max_output_bytes: bytes of each stream kept in memory (the tail).
         grace_ms: milliseconds between SIGTERM and SIGKILL.
         spill_dir: where overflowing streams are written (default: a private temp dir).
+        sandbox: the run's confinement (default: one configured from ``DSH_SANDBOX*``).
     """
 
     def __init__(
@@ -227,6 +225,7 @@ class BashTool:
         max_output_bytes: int = 64_000,
         grace_ms: float = 3_000,
         spill_dir: Path | None = None,
+        sandbox: ToolSandbox | None = None,
     ) -> None:
         for name, value in (
             ("timeout_ms", timeout_ms),
@@ -242,6 +241,7 @@ class BashTool:
         self.max_output_bytes = max_output_bytes
         self.grace_ms = grace_ms
         self.spill_dir = spill_dir
+        self.sandbox = sandbox if sandbox is not None else ToolSandbox()
 
     @property
     def spec(self) -> ToolSpec:
@@ -293,15 +293,18 @@ class BashTool:
             command, timeout_ms, cwd = self._resolve(arguments, context)
         except _ArgsError as error:
             return ToolOutcome(f"Error: {error}", True)
+        try:
+            # Confined to the session's cwd, whatever workdir the command starts in.
+            argv = await self.sandbox.wrap(["bash", "-c", command], context.cwd)
+        except SandboxUnavailableError as error:
+            return ToolOutcome(f"Error: {error}", True)
         # The process exists before create_subprocess_exec returns (it still connects the
         # pipes); a cancellation in that window must not leave the command's group running.
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                command,
+                *argv,
                 cwd=cwd,
-                env=child_env(),
+                env=self.sandbox.environment() | ENV_OVERRIDES,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

@@ -8,7 +8,9 @@ __all__ = [
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
+    "SessionIdError",
     "SessionNotFoundError",
+    "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
 ]
@@ -63,3 +65,21 @@ class StoreVersionError(DshError):
 
 class StoreCorruptError(DshError):
     """The store is damaged beyond the repairable torn tail (nothing was written)."""
+
+
+class SessionIdError(DshError, ValueError):
+    """A session id a store cannot hold (field ``id``); the message names the store."""
+
+
+class StoreAccessError(DshError):
+    """The store's file or folder cannot be opened, read or written (a directory where a file
+    belongs, a file where a folder belongs, an I/O or locking failure); nothing was changed.
+
+    Attributes:
+        path: the file or folder the operation failed on.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

@@ -3,8 +3,12 @@
 Layout under the root directory:
 
 - ``<id>.jsonl`` — the log: the header line, then one event per line;
-- ``.<id>.lock`` — the writer lock (``flock``; the kernel drops it when its process dies);
+- ``.<id>.lock`` — the writer lock (``flock``; the kernel drops it when its process dies),
+  present only while a writer holds it or after a writer was killed;
 - ``.<id>.<random>.tmp`` — a first write in progress, published with ``os.replace``.
+
+Opening a store sweeps what killed writers left behind: every temporary file and lock file
+whose lock nobody holds.
 
 Durability: the header and the seed are written to a temporary file, fsynced, renamed over
 the final name and the directory fsynced, so a session exists whole or not at all. Each later
@@ -18,8 +22,6 @@ field, and the file is left as it is.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
 import re
@@ -38,9 +40,12 @@ from dsh_core import (
     SessionBusyError,
     SessionExistsError,
     SessionHeader,
+    SessionIdError,
     SessionLog,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
+    WriterLock,
     close_open_turn,
     dumps_event,
     dumps_header,
@@ -56,19 +61,21 @@ SUFFIX = ".jsonl"
 # Ids become file names: no path separators, control characters or spaces, and never a
 # leading dot (the lock and temporary files are dot files, and "." / ".." are directories).
 _SAFE_ID = re.compile(r"[^/\\\x00-\x20\x7f.][^/\\\x00-\x20\x7f]{0,199}")
+# What killed writers leave: ``.<id>.<hex>.tmp`` and ``.<id>.lock``.
+_LEFTOVER = re.compile(r"\.(?P<id>.+?)(?:\.[0-9a-f]+\.tmp|\.lock)")
 
 
 def check_session_id(session_id: str) -> str:
     """Return ``session_id`` if it can name a file under the root.
 
     Raises:
-        ValueError: the id is empty, longer than 200 characters, starts with a dot, or holds
-            a path separator, a space or a control character.
+        SessionIdError: (a ``ValueError``) the id is empty, longer than 200 characters, starts
+            with a dot, or holds a path separator, a space or a control character.
     """
     if not isinstance(session_id, str) or not _SAFE_ID.fullmatch(session_id):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise ValueError(
-            f"session id {session_id!r} cannot be stored as a file: use 1-200 characters "
-            f"without '/', '\\', spaces or control characters, not starting with a dot"
+        raise SessionIdError(
+            f"field 'id': session id {session_id!r} cannot be stored as a file: use 1-200 "
+            f"characters without '/', '\\', spaces or control characters, not starting with a dot"
         )
     return session_id
 
@@ -194,33 +201,25 @@ def _lines(events: Sequence[Event]) -> bytes:
     return "".join(dumps_event(e) + "\n" for e in events).encode("utf-8")
 
 
-class _Lock:
-    """An exclusive ``flock`` on a session's sidecar lock file."""
-
-    def __init__(self, path: Path, session_id: str, log_path: Path) -> None:
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(self._fd)
-            self._fd = None
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise SessionBusyError(
-                    f"session {session_id} ({log_path}) is open for writing by another "
-                    f"writer (lock {path} is held); close that session first"
-                ) from None
-            raise
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)  # closing the descriptor drops the flock
+def _acquire(path: Path, session_id: str, log_path: Path) -> WriterLock:
+    try:
+        lock = WriterLock.try_acquire(path)
+    except OSError as exc:
+        raise StoreAccessError(str(path), f"cannot open the writer lock: {exc.strerror}") from None
+    if lock is None:
+        raise SessionBusyError(
+            f"session {session_id} ({log_path}) is open for writing by another "
+            f"writer (lock {path} is held); close that session first"
+        )
+    return lock
 
 
 class _JsonlWriter:
     """Appends batches to one log file, each as one write and one fsync."""
 
-    def __init__(self, path: Path, lock: _Lock, session_id: str, size: int, next_seq: int) -> None:
+    def __init__(
+        self, path: Path, lock: WriterLock, session_id: str, size: int, next_seq: int
+    ) -> None:
         self._path = path
         self._lock = lock
         self._id = session_id
@@ -304,16 +303,41 @@ class JsonlSessionStore:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise StoreAccessError(str(self.root), "the store root is not a directory") from None
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove temporary and lock files left by killed writers (never a live writer's)."""
+        for entry in self.root.iterdir():
+            match = _LEFTOVER.fullmatch(entry.name)
+            if match is None or not entry.is_file() or entry.is_symlink():
+                continue
+            lock_path = self.root / f".{match['id']}.lock"
+            if entry != lock_path and not lock_path.exists():
+                entry.unlink(missing_ok=True)  # no writer: its create died before publishing
+                continue
+            with contextlib.suppress(OSError):
+                lock = WriterLock.try_acquire(lock_path)
+                if lock is not None:  # nobody holds it: whatever it guarded is abandoned
+                    if entry != lock_path:
+                        entry.unlink(missing_ok=True)
+                    lock.release()
 
     # --- paths ---------------------------------------------------------------------------------
 
     def path_of(self, session_id: str) -> Path:
         """The log file of ``session_id`` (which need not exist)."""
-        return self.root / f"{check_session_id(session_id)}{SUFFIX}"
+        try:
+            return self.root / f"{check_session_id(session_id)}{SUFFIX}"
+        except SessionIdError as exc:
+            raise SessionIdError(f"{self.root}: {exc}") from None
 
-    def _lock(self, session_id: str) -> _Lock:
-        return _Lock(self.root / f".{session_id}.lock", session_id, self.path_of(session_id))
+    def _lock(self, session_id: str) -> WriterLock:
+        path = self.path_of(session_id)
+        return _acquire(self.root / f".{session_id}.lock", session_id, path)
 
     # --- SessionStore --------------------------------------------------------------------------
 
@@ -334,11 +358,6 @@ class JsonlSessionStore:
         try:
             if path.exists():
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
-            prefix = f".{header.id}."
-            for stale in self.root.iterdir():  # a create that crashed before publishing
-                name = stale.name
-                if name.startswith(prefix) and name.endswith(".tmp"):
-                    stale.unlink(missing_ok=True)
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
             data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
             tmp = self.root / f".{header.id}.{uuid.uuid4().hex}.tmp"

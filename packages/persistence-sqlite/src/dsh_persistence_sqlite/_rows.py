@@ -21,6 +21,7 @@ __all__ = [
     "events_from_cursor",
     "header_from_row",
     "header_row",
+    "locate_undecodable",
 ]
 
 HEADER_COLUMNS = (
@@ -258,3 +259,53 @@ def _slow_event(
             )
         extra = decoded  # pyright: ignore[reportUnknownVariableType]
     return Event(kind, seq, time, data, surface_op, seqs, extra)
+
+
+_TEXT_COLUMNS = {
+    "sessions": ("id", "cwd", "parent_session", "origin", "extra"),
+    "events": ("session_id", "type", "data", "source_event_seqs", "surface_op", "extra"),
+}
+
+
+def locate_undecodable(connection: sqlite3.Connection, column: str, session_id: str | None) -> str:
+    """The field name (``events[seq=7].data``) of the first row whose ``column`` is not UTF-8.
+
+    The sqlite3 module names only the column when text does not decode; the rows are read
+    again as bytes to find which one. ``session_id`` narrows the search to one session.
+
+    Returns:
+        The field as the other row errors name it, or just ``column`` when no row is found.
+    """
+    saved = connection.text_factory
+    connection.text_factory = bytes
+    try:
+        for table, columns in _TEXT_COLUMNS.items():
+            if column not in columns:
+                continue
+            key = "id" if table == "sessions" else "seq"
+            owner = "id" if table == "sessions" else "session_id"
+            query = f"SELECT {key}, {column} FROM {table}"
+            rows = (
+                connection.execute(f"{query} WHERE {owner} = ?", (session_id,))
+                if session_id is not None
+                else connection.execute(query)
+            )
+            for key_value, value in rows:
+                if isinstance(value, bytes) and not _is_utf8(value):
+                    shown = (
+                        key_value.decode("utf-8", "backslashreplace")
+                        if isinstance(key_value, bytes)
+                        else key_value
+                    )
+                    return f"{table}[{key}={shown!r}].{column}"
+    finally:
+        connection.text_factory = saved
+    return column
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

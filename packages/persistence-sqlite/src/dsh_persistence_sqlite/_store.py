@@ -10,9 +10,8 @@ closes durably, exactly like the JSONL store.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import os
+import re
 import sqlite3
 import threading
 import urllib.parse
@@ -30,9 +29,12 @@ from dsh_core import (
     SessionBusyError,
     SessionExistsError,
     SessionHeader,
+    SessionIdError,
     SessionLog,
     SessionNotFoundError,
+    StoreAccessError,
     StoreCorruptError,
+    WriterLock,
     close_open_turn,
     prepare_header,
     render_log,
@@ -44,6 +46,7 @@ from dsh_persistence_sqlite._rows import (
     events_from_cursor,
     header_from_row,
     header_row,
+    locate_undecodable,
 )
 from dsh_persistence_sqlite._schema import inspect_file, stamp_if_fresh
 
@@ -56,42 +59,19 @@ _INSERT_EVENT = (
 _INSERT_SESSION = f"INSERT INTO sessions ({HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _SELECT_EVENTS = f"SELECT {EVENT_COLUMNS}, {{valid}} FROM events WHERE session_id = ? ORDER BY seq"
 _CORRUPT_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+# How the sqlite3 module reports a TEXT value that is not UTF-8.
+_UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
 # Another process holding the write lock makes BEGIN IMMEDIATE wait up to this long.
 _BUSY_TIMEOUT_S = 30.0
-
-
-class _WriterLock:
-    """An exclusive ``flock`` on ``<db>.locks/<id>.lock``.
-
-    ``flock`` locks belong to the open file description, so two stores in one process exclude
-    each other just as two processes do, and the kernel drops the lock when a writer dies.
-    """
-
-    def __init__(self, path: Path, session_id: str) -> None:
-        path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SessionBusyError(
-                f"session {session_id} is already open for writing (lock {path} is held)"
-            ) from None
-        self._fd: int | None = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)  # closing the only descriptor releases the flock
 
 
 class _SqliteWriter:
     """The write handle on one session: holds its lock, appends one transaction per batch."""
 
-    def __init__(self, store: SqliteSessionStore, session_id: str, lock: _WriterLock) -> None:
+    def __init__(self, store: SqliteSessionStore, session_id: str, lock: WriterLock) -> None:
         self._store = store
         self._id = session_id
-        self._lock: _WriterLock | None = lock
+        self._lock: WriterLock | None = lock
 
     def append(self, events: Sequence[Event]) -> None:
         if self._lock is None:
@@ -137,18 +117,30 @@ class SqliteSessionStore:
     Raises:
         StoreVersionError: another schema version, or another application's database.
         StoreCorruptError: not an SQLite file, truncated, or missing this schema's tables.
+        StoreAccessError: the path is a directory, its parent is a file, or SQLite cannot
+            open it.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._source = str(self.path)
-        self._locks_dir = Path(f"{self.path}.locks")
         self._mutex = threading.RLock()
-        state = inspect_file(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(
-            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
+        try:
+            state = inspect_file(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            # Writers lock by the real file, so a symlink to the same database shares them.
+            self._locks_dir = Path(f"{self.path.resolve()}.locks")
+        except IsADirectoryError:
+            raise StoreAccessError(
+                self._source, "is a directory, not an SQLite store file"
+            ) from None
+        except OSError as exc:
+            raise StoreAccessError(self._source, f"cannot open the store: {exc.strerror}") from None
+        except sqlite3.OperationalError as exc:
+            raise StoreAccessError(self._source, f"cannot open the store: {exc}") from None
         try:
             with self._guard():
                 connection.execute("PRAGMA trusted_schema = OFF")
@@ -292,13 +284,26 @@ class SqliteSessionStore:
         return self._connection
 
     @contextlib.contextmanager
-    def _guard(self) -> Generator[None]:
-        """Turn SQLite's corruption codes into :class:`StoreCorruptError` naming the file."""
+    def _guard(self, session_id: str | None = None) -> Generator[None]:
+        """Turn SQLite's errors into typed ones naming the file (and the row, for bad text).
+
+        Corruption codes become :class:`StoreCorruptError`; text that is not UTF-8 a
+        :class:`LogFormatError` naming the table, column and row; any other operational
+        failure (a lock timeout, an I/O error, a read-only file) :class:`StoreAccessError`.
+        """
         try:
             yield
         except sqlite3.DatabaseError as exc:
             if getattr(exc, "sqlite_errorname", None) in _CORRUPT_CODES:
                 raise StoreCorruptError(f"{self.path} is damaged: {exc}") from None
+            undecodable = _UNDECODABLE.match(str(exc))
+            if undecodable is not None:
+                field = locate_undecodable(self._conn(), undecodable.group(1), session_id)
+                raise LogFormatError(
+                    self._source, None, field, "the stored text is not valid UTF-8"
+                ) from None
+            if isinstance(exc, sqlite3.OperationalError):
+                raise StoreAccessError(self._source, str(exc)) from None
             raise
 
     @contextlib.contextmanager
@@ -314,8 +319,20 @@ class SqliteSessionStore:
                 raise
             connection.execute("COMMIT")
 
-    def _acquire(self, session_id: str) -> _WriterLock:
-        return _WriterLock(self._locks_dir / _lock_name(session_id), session_id)
+    def _acquire(self, session_id: str) -> WriterLock:
+        path = self._locks_dir / _lock_name(session_id)
+        try:
+            self._locks_dir.mkdir(exist_ok=True)
+            lock = WriterLock.try_acquire(path)
+        except OSError as exc:
+            raise StoreAccessError(
+                str(path), f"cannot open the writer lock: {exc.strerror}"
+            ) from None
+        if lock is None:
+            raise SessionBusyError(
+                f"session {session_id} is already open for writing (lock {path} is held)"
+            )
+        return lock
 
     def _exists(self, session_id: str) -> bool:
         with self._mutex, self._guard():
@@ -326,7 +343,20 @@ class SqliteSessionStore:
             )
         return row is not None
 
+    def _check_id(self, session_id: str) -> None:
+        ok = isinstance(session_id, str) and session_id  # pyright: ignore[reportUnnecessaryIsInstance]
+        try:
+            ok = ok and bool(session_id.encode("utf-8"))
+        except UnicodeEncodeError:
+            ok = False
+        if not ok:
+            raise SessionIdError(
+                f"{self._source}: field 'id': session id {session_id!r} is not a non-empty "
+                f"UTF-8 string"
+            )
+
     def _require(self, session_id: str) -> None:
+        self._check_id(session_id)
         if not self._exists(session_id):
             raise self._not_found(session_id)
 
@@ -347,7 +377,8 @@ class SqliteSessionStore:
         return SessionNotFoundError(f"no session {session_id} in {self.path}")
 
     def _read(self, session_id: str) -> SessionLog:
-        with self._mutex, self._guard():
+        self._check_id(session_id)
+        with self._mutex, self._guard(session_id):
             connection = self._conn()
             # One read transaction: the header and the events come from the same snapshot.
             connection.execute("BEGIN")

@@ -371,6 +371,11 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
         root.mkdir()
         env = {"DSH_SESSIONS_ROOT": str(root), "DSH_PERSISTENCE": options.composition}
         replaying = options.mode in ("replay", "refresh") or scenario.authored
+        # Recorded commands run confined; only a live recording may reach the network.
+        env |= {
+            "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
+            "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
+        }
         with contextlib.ExitStack() as stack:
             if replaying:
                 env |= _replay_env(scenario, tmp, options)
