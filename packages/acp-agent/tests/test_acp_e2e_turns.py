@@ -263,7 +263,7 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
     assert not Path(home).exists()  # the private home went with the agent
     assert "escaped': Permission denied" in text
     assert not (outside / "escaped").exists()
-    assert text.endswith("end\n")
+    assert "\nend\n[stderr]\n" in text  # stdout, then the stderr section
     written = [*(p.read_bytes() for p in agent_run.sessions_root.rglob("*") if p.is_file())]
     for blob in [*written, json.dumps(agent.frames).encode(), agent.stderr.encode()]:
         assert key.encode() not in blob
