@@ -136,7 +136,17 @@ def snapshot_refresh(session: nox.Session) -> None:
 def snapshot_record(session: nox.Session) -> None:
     """Re-record every scenario against the live API (reads .env); skips without a key."""
     sync(session, "test")
-    session.run("dsh-snapshot", "record", "snapshots", *session.posargs)
+    # `nox -s snapshot_record -- PATH… [--options]` records those folders instead.
+    given = bool(session.posargs) and not session.posargs[0].startswith("-")
+    paths = [] if given else ["snapshots"]
+    session.run("dsh-snapshot", "record", *paths, *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def record_drift(session: nox.Session) -> None:
+    """After a re-record: which scenarios drifted, as markdown (also to $GITHUB_STEP_SUMMARY)."""
+    sync(session, "test")
+    session.run("python", "tools/record_drift.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

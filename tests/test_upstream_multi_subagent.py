@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_core import Agent, Chunk, CreateOptions, SubagentTool
+from dsh_core import Agent, AgentConfig, Chunk, CreateOptions, SubagentTool
 from dsh_core.testing import InMemorySessionStore, ScriptedModel
 from dsh_subagent_fork import ForkBackend
 from dsh_subagent_spawn import SpawnBackend
@@ -55,7 +55,10 @@ async def test_one_parent_drives_a_spawn_child_and_a_fork_child_then_keeps_worki
         _text("both done"),
     ]
     agent = Agent(
-        ScriptedModel([script, [_text("from spawn")], [_text("from fork")]]), store, tools
+        ScriptedModel([script, [_text("from spawn")], [_text("from fork")]]),
+        store,
+        tools,
+        AgentConfig(profile="june"),
     )
     parent = store.create(CreateOptions())
     outcome = await agent.run_turn(parent, "go")

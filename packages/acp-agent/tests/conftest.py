@@ -39,6 +39,8 @@ def agent_run(tmp_path: Path, model_server: ScriptedModelServer) -> AgentRun:
         {
             "DSH_MODEL_CLIENT": "deepseek",
             "DEEPSEEK_BASE_URL": model_server.base_url,
+            # The scripted server routes each request to its session by this header.
+            "DEEPSEEK_SEND_SESSION_ID": "true",
             "DEEPSEEK_API_KEY": "test-key-not-secret",
             "DEEPSEEK_RETRY_BASE_WAIT": "0",
             "DSH_SESSIONS_ROOT": str(root),

@@ -109,9 +109,10 @@ def test_acp_fork_in_the_first_turn_has_an_empty_seed(
     assert (child.events[0].type, child.events[0].data["turn"]) == ("turn/start", 1)
 
 
-def test_acp_two_children_in_one_turn(
+def test_acp_two_children_in_one_turn_june(
     agent_run: AgentRun, model_server: ScriptedModelServer
 ) -> None:
+    """June profile: the second delegation starts only after the first one's result."""
     model_server.add_session(
         [
             tool_reply(
@@ -123,7 +124,7 @@ def test_acp_two_children_in_one_turn(
     )
     model_server.add_session([text_reply("ALPHA")])
     model_server.add_session([text_reply("BETA")])
-    with agent_run.start() as agent:
+    with agent_run.start(DSH_LOOP_PROFILE="june") as agent:
         agent.initialize()
         parent_id = agent.new_session(agent_run.workspace)
         assert agent.prompt(parent_id, "two subtasks") == {"stopReason": "end_turn"}
@@ -146,20 +147,69 @@ def test_acp_two_children_in_one_turn(
     ]
 
 
-def test_acp_delegation_over_the_depth_limit(
+def test_acp_two_children_in_one_turn_current(
     agent_run: AgentRun, model_server: ScriptedModelServer
+) -> None:
+    """Current profile: both delegations start before either result; results in model order."""
+    model_server.add_session(
+        [
+            tool_reply(
+                ("call_a", "subagent", _child("Say SAME", "First")),
+                ("call_b", "subagent", _child("Say SAME", "Second")),
+            ),
+            text_reply("BOTH_DONE"),
+        ]
+    )
+    # The server hands queued scripts to sessions in the order their first requests arrive,
+    # which concurrent children do not fix: both answer the same.
+    model_server.add_session([text_reply("SAME")])
+    model_server.add_session([text_reply("SAME")])
+    with agent_run.start() as agent:
+        agent.initialize()
+        parent_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(parent_id, "two subtasks") == {"stopReason": "end_turn"}
+        agent_run.finish(agent)
+    kinds = [(u["sessionUpdate"], u.get("toolCallId")) for u in agent.updates()]
+    assert kinds == [
+        ("tool_call", "call_a"),
+        ("tool_call", "call_b"),
+        ("tool_call_update", "call_a"),
+        ("tool_call_update", "call_b"),
+        ("agent_message_chunk", None),
+    ]
+    parent = agent_run.log(parent_id)
+    order = [(e.type, e.data["callId"]) for e in parent.events if e.type.startswith("tool/")]
+    assert order == [
+        ("tool/call", "call_a"),
+        ("tool/call", "call_b"),
+        ("tool/result", "call_a"),
+        ("tool/result", "call_b"),
+    ]
+    assert len(_children(agent_run, parent_id)) == 2
+    model_server.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ("june", "delegation depth 1 exceeds the maximum 0"),
+        ("current", "Error: subagent depth 1 exceeds maxDepth 0"),
+    ],
+)
+def test_acp_delegation_over_the_depth_limit(
+    agent_run: AgentRun, model_server: ScriptedModelServer, profile: str, message: str
 ) -> None:
     model_server.add_session(
         [tool_reply(("call_s", "subagent", _child("Say HI"))), text_reply("GAVE_UP")]
     )
-    with agent_run.start(DSH_MAX_DELEGATION_DEPTH="0") as agent:
+    with agent_run.start(DSH_MAX_DELEGATION_DEPTH="0", DSH_LOOP_PROFILE=profile) as agent:
         agent.initialize()
         parent_id = agent.new_session(agent_run.workspace)
         assert agent.prompt(parent_id, "delegate") == {"stopReason": "end_turn"}
         agent_run.finish(agent)
     _, result, done = agent.updates()
     assert result["status"] == "failed"
-    assert "depth 1 exceeds the maximum 0" in result["content"][0]["content"]["text"]
+    assert result["content"][0]["content"]["text"] == message
     assert done["content"]["text"] == "GAVE_UP"
     assert _children(agent_run, parent_id) == []
     model_server.assert_consumed()

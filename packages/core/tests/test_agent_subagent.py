@@ -1,4 +1,4 @@
-"""``SubagentTool``: depth checks, child creation, outcomes and cancellation."""
+"""``SubagentTool`` under the June loop profile: depth, child creation, outcomes, cancel."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _setup(
     backend = _Backend(store)
     tools: list[Tool] = [SubagentTool(backend)]
     model = ScriptedModel(scripts)
-    agent = Agent(model, store, tools, config or AgentConfig())
+    agent = Agent(model, store, tools, config or AgentConfig(profile="june"))
     parent = store.create(CreateOptions(meta=SessionMeta(cwd="/w", delegation_depth=depth)))
     return agent, store, parent, backend, model
 

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 import dsh_llm_deepseek
 import dsh_llm_deepseek.testing
+from dsh_core import DshError
 
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_deepseek.__all__) == [
+        "DEFAULT_MODEL",
         "DeepSeekClient",
         "DeepSeekSettings",
+        "PreflightError",
+        "ReasoningEffort",
+        "SERVED_MODELS",
         "SESSION_HEADER",
+        "ServedModels",
+        "Thinking",
+        "preflight",
     ]
+    assert issubclass(dsh_llm_deepseek.PreflightError, DshError)
     assert sorted(dsh_llm_deepseek.testing.__all__) == [
         "ChunkEncoder",
         "Fault",
         "Pause",
         "RecordedRequest",
         "Response",
+        "Router",
         "ScriptError",
+        "ScriptLibrary",
         "ScriptedModelServer",
         "load_script_file",
         "main",

@@ -147,7 +147,7 @@ async def test_slow_first_byte_times_out_and_is_retried(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.slow_first_byte(30.0), SCRIPT])
-    settings = make_settings(server.base_url, first_byte_timeout=1.0)
+    settings = make_settings(server.base_url, stream_idle_timeout=1.0)
     async with DeepSeekClient(settings) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 2
@@ -157,7 +157,7 @@ async def test_slow_first_byte_within_timeout_is_served(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.slow_first_byte(0.1, SCRIPT)])
-    async with DeepSeekClient(make_settings(server.base_url, first_byte_timeout=5)) as client:
+    async with DeepSeekClient(make_settings(server.base_url, stream_idle_timeout=5)) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 1
 
@@ -166,7 +166,7 @@ async def test_slow_first_byte_every_time_is_timeout(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.slow_first_byte(5.0)] * 2)
-    settings = make_settings(server.base_url, first_byte_timeout=0.1, max_retries=1)
+    settings = make_settings(server.base_url, stream_idle_timeout=0.1, max_retries=1)
     async with DeepSeekClient(settings) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
@@ -273,7 +273,7 @@ async def test_error_event_in_stream(
     )
 
 
-async def test_openai_style_usage_and_unknown_finish(
+async def test_openai_style_usage_and_content_filter(
     raw_server: Callable[[bytes], str], make_settings: SettingsFactory
 ) -> None:
     body = (
@@ -283,20 +283,22 @@ async def test_openai_style_usage_and_unknown_finish(
         + b'data: {"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":9,'
         b'"prompt_tokens_details":{"cached_tokens":60}}}\n\n' + b"data: [DONE]"
     )  # no blank line after the last event
+    chunks: list[Chunk] = []
     async with DeepSeekClient(make_settings(raw_server(body))) as client:
-        chunks = await collect(client)
-    assert chunks[-2:] == [
-        {
-            "type": "usage",
-            "usage": {
-                "inputTokens": 40,
-                "outputTokens": 9,
-                "cacheReadTokens": 60,
-                "reasoningTokens": 0,
-            },
+        with pytest.raises(ModelError) as info:
+            await drain(client.stream(ModelRequest(session_id="s-1", messages=[])), chunks)
+    # The content filter ends the turn with a clear error, after what streamed and its usage.
+    assert info.value.code == "CONTENT_FILTER"
+    assert "content filter" in info.value.message
+    assert chunks[-1] == {
+        "type": "usage",
+        "usage": {
+            "inputTokens": 40,
+            "outputTokens": 9,
+            "cacheReadTokens": 60,
+            "reasoningTokens": 0,
         },
-        {"type": "finish", "reason": {"kind": "error"}},
-    ]
+    }
 
 
 async def test_read_timeout_after_the_first_chunk_is_not_retried(
@@ -305,7 +307,7 @@ async def test_read_timeout_after_the_first_chunk_is_not_retried(
     stall = Pause()  # never released: the server goes quiet after the first delta
     server.add_session([[*SCRIPT[:2], stall, *SCRIPT[2:]], SCRIPT])
     received: list[Chunk] = []
-    async with DeepSeekClient(make_settings(server.base_url, read_timeout=0.5)) as client:
+    async with DeepSeekClient(make_settings(server.base_url, stream_idle_timeout=0.5)) as client:
         with pytest.raises(ModelError) as info:
             await drain(client.stream(ModelRequest(session_id="t", messages=[])), received)
     assert info.value.code == "TIMEOUT"

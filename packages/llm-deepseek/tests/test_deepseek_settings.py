@@ -22,8 +22,19 @@ def test_defaults(clean_env: pytest.MonkeyPatch) -> None:
     settings = DeepSeekSettings()
     assert settings.api_key is None
     assert settings.base_url == "https://api.deepseek.com"
-    assert settings.model == "deepseek-chat"
-    assert settings.max_retries == 3
+    assert settings.model == "deepseek-flash"
+    assert (settings.thinking, settings.reasoning_effort) == ("enabled", None)
+    assert settings.effective_reasoning_effort == "high"
+    assert settings.send_session_id is False
+    assert (settings.connect_timeout, settings.stream_idle_timeout) == (10.0, 300.0)
+    assert settings.stream_deadline is None
+    assert settings.max_retries == 5
+    assert (settings.retry_base_wait, settings.retry_max_wait, settings.retry_jitter) == (
+        0.5,
+        10.0,
+        0.1,
+    )
+    assert settings.max_retry_after == 60.0
     assert settings.max_tokens is None
 
 
@@ -31,14 +42,18 @@ def test_every_field_reads_its_env_var(clean_env: pytest.MonkeyPatch) -> None:
     env = {
         "DEEPSEEK_API_KEY": "sk-from-env",
         "DEEPSEEK_BASE_URL": "http://127.0.0.1:1234/v1",
-        "DEEPSEEK_MODEL": "deepseek-reasoner",
+        "DEEPSEEK_MODEL": "deepseek-v4-pro",
+        "DEEPSEEK_THINKING": "enabled",
+        "DEEPSEEK_REASONING_EFFORT": "max",
+        "DEEPSEEK_SEND_SESSION_ID": "true",
         "DEEPSEEK_CONNECT_TIMEOUT": "1.5",
-        "DEEPSEEK_READ_TIMEOUT": "7",
-        "DEEPSEEK_FIRST_BYTE_TIMEOUT": "9",
-        "DEEPSEEK_MAX_RETRIES": "5",
+        "DEEPSEEK_STREAM_IDLE_TIMEOUT": "7",
+        "DEEPSEEK_STREAM_DEADLINE": "9",
+        "DEEPSEEK_MAX_RETRIES": "4",
         "DEEPSEEK_MAX_RETRY_AFTER": "30",
         "DEEPSEEK_RETRY_BASE_WAIT": "0.5",
         "DEEPSEEK_RETRY_MAX_WAIT": "4",
+        "DEEPSEEK_RETRY_JITTER": "0.25",
         "DEEPSEEK_MAX_TOKENS": "2048",
     }
     for name, value in env.items():
@@ -46,14 +61,17 @@ def test_every_field_reads_its_env_var(clean_env: pytest.MonkeyPatch) -> None:
     settings = DeepSeekSettings()
     assert settings.api_key is not None
     assert settings.api_key.get_secret_value() == "sk-from-env"
-    assert (settings.base_url, settings.model) == ("http://127.0.0.1:1234/v1", "deepseek-reasoner")
-    assert (settings.connect_timeout, settings.read_timeout, settings.first_byte_timeout) == (
+    assert (settings.base_url, settings.model) == ("http://127.0.0.1:1234/v1", "deepseek-v4-pro")
+    assert (settings.thinking, settings.reasoning_effort) == ("enabled", "max")
+    assert settings.send_session_id is True
+    assert (settings.connect_timeout, settings.stream_idle_timeout, settings.stream_deadline) == (
         1.5,
         7.0,
         9.0,
     )
-    assert (settings.max_retries, settings.max_retry_after) == (5, 30.0)
+    assert (settings.max_retries, settings.max_retry_after) == (4, 30.0)
     assert (settings.retry_base_wait, settings.retry_max_wait) == (0.5, 4.0)
+    assert settings.retry_jitter == 0.25
     assert settings.max_tokens == 2048
 
 
@@ -72,8 +90,12 @@ async def test_client_reads_env_when_given_no_settings(clean_env: pytest.MonkeyP
     ("name", "value"),
     [
         ("DEEPSEEK_MAX_RETRIES", "-1"),
-        ("DEEPSEEK_READ_TIMEOUT", "0"),
+        ("DEEPSEEK_STREAM_IDLE_TIMEOUT", "0"),
+        ("DEEPSEEK_STREAM_DEADLINE", "-5"),
         ("DEEPSEEK_MAX_TOKENS", "lots"),
+        ("DEEPSEEK_THINKING", "sometimes"),
+        ("DEEPSEEK_REASONING_EFFORT", "medium"),
+        ("DEEPSEEK_RETRY_JITTER", "2"),
     ],
 )
 def test_invalid_values_are_rejected(name: str, value: str, clean_env: pytest.MonkeyPatch) -> None:
@@ -81,3 +103,14 @@ def test_invalid_values_are_rejected(name: str, value: str, clean_env: pytest.Mo
     with pytest.raises(ValidationError) as info:
         DeepSeekSettings()
     assert name.removeprefix("DEEPSEEK_").lower() in str(info.value)
+
+
+def test_disabled_thinking_refuses_an_effort(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("DEEPSEEK_THINKING", "disabled")
+    assert DeepSeekSettings().effective_reasoning_effort == "off"
+    clean_env.setenv("DEEPSEEK_REASONING_EFFORT", "off")
+    assert DeepSeekSettings().effective_reasoning_effort == "off"
+    clean_env.setenv("DEEPSEEK_REASONING_EFFORT", "low")
+    with pytest.raises(ValidationError) as info:
+        DeepSeekSettings()
+    assert "DEEPSEEK_THINKING=disabled" in str(info.value)

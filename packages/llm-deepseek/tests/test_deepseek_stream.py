@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import anyio
@@ -172,7 +172,7 @@ async def test_two_tool_calls_in_one_response(
         assert await collect(client) == script
 
 
-@pytest.mark.parametrize("kind", ["stop", "tool-calls", "max-tokens", "error"])
+@pytest.mark.parametrize("kind", ["stop", "tool-calls", "max-tokens"])
 async def test_finish_kinds_map_back(
     kind: FinishKind, server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
@@ -182,6 +182,27 @@ async def test_finish_kinds_map_back(
         chunks = await collect(client)
     assert chunks[-1] == {"type": "finish", "reason": {"kind": kind}}
     assert chunks[-2] == script[-2]  # usage, field by field
+
+
+async def _drain(stream: AsyncIterator[Chunk], into: list[Chunk]) -> None:
+    async for chunk in stream:
+        into.append(chunk)
+
+
+async def test_error_finish_mid_stream_keeps_what_streamed_and_raises(
+    server: ScriptedModelServer, make_settings: SettingsFactory
+) -> None:
+    # The encoder sends an "error" finish as insufficient_system_resource; past the first chunk
+    # it cannot be retried: the blocks and usage stay, the call ends with the reason's code.
+    script = text_response(["x"], finish="error")
+    server.add_session([script])
+    received: list[Chunk] = []
+    async with DeepSeekClient(make_settings(server.base_url)) as client:
+        stream = client.stream(ModelRequest(session_id="s-1", messages=[]))
+        with pytest.raises(ModelError) as info:
+            await _drain(stream, received)
+    assert info.value.code == "INSUFFICIENT_SYSTEM_RESOURCE"
+    assert received == script[:-1]
 
 
 async def test_chunks_arrive_before_the_server_sends_the_rest(
@@ -258,7 +279,7 @@ async def test_session_header_and_request_body(
             {"role": "user", "content": "run ls"},
             {
                 "role": "assistant",
-                "content": None,
+                "content": "",
                 "reasoning_content": "use bash",
                 "tool_calls": [
                     {
@@ -272,6 +293,8 @@ async def test_session_header_and_request_body(
         ],
         "stream": True,
         "stream_options": {"include_usage": True},
+        "thinking": {"type": "enabled"},
+        "reasoning_effort": "high",
         "tools": [
             {
                 "type": "function",

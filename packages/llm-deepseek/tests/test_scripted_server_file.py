@@ -287,3 +287,71 @@ def test_testing_does_not_import_pytest() -> None:
 def test_model_error_from_client_is_reexported() -> None:
     # The client raises dsh_core's ModelError, not a private subclass.
     assert ModelError.__module__ == "dsh_core._model"
+
+
+def test_cli_strict_mode_and_server_wide_faults(tmp_path: Path) -> None:
+    script = write(tmp_path, {"sessions": [[{"fault": {"kind": "empty"}}]]})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SCRIPTED_SERVER_KEY": "the-key"}
+    code = "import sys; from dsh_llm_deepseek.testing import main; sys.exit(main())"
+    args = ["--strict", "--api-key-env", "SCRIPTED_SERVER_KEY", "--models", "m1,m2"]
+    args += ["--models-status", "402", "--retry-after", "7", "--ignore-stdin"]
+    with subprocess.Popen(
+        [sys.executable, "-c", code, "--script", str(script), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip().removeprefix("BASE_URL=")
+        try:
+            refused = httpx.get(base_url + "/models", headers={"Authorization": "Bearer wrong"})
+            balance = httpx.get(base_url + "/models", headers={"Authorization": "Bearer the-key"})
+            chat = httpx.post(
+                base_url + "/chat/completions",
+                json={"model": "m2", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"Authorization": "Bearer the-key", "X-DSH-Session-Id": "s"},
+            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    assert refused.status_code == 401
+    assert (balance.status_code, balance.headers["Retry-After"]) == (402, "7")
+    assert balance.json()["error"]["message"] == "Insufficient Balance"
+    assert chat.status_code == 200
+    assert '"finish_reason": "stop"' in chat.text  # the empty completion
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--chat-status", "200"], "needs a 4xx or 5xx status"),
+        (["--api-key-env", "SCRIPTED_SERVER_KEY_UNSET"], "$SCRIPTED_SERVER_KEY_UNSET is empty"),
+    ],
+)
+def test_cli_rejects_bad_options(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write(tmp_path, {"sessions": []})
+    assert main(["--script", str(script), *argv]) == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("fault", "where"),
+    [
+        ({"kind": "raw", "parts": ["data: x\n\n", -1]}, "pauses must be seconds >= 0"),
+        ({"kind": "status", "status": 500, "message": "a", "body": "b"}, "a message or a body"),
+        ({"kind": "empty", "extra": 1}, "sessions[0][0].fault.extra"),
+    ],
+)
+def test_new_fault_kinds_are_validated(
+    fault: dict[str, object], where: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ScriptError) as info:
+        load_script_file(write(tmp_path, {"sessions": [[{"fault": fault}]]}))
+    assert where in str(info.value)
+
+
+def test_server_faults_must_be_status_faults() -> None:
+    with pytest.raises(ValueError, match=r"chat_fault must be a Fault\.status"):
+        ScriptedModelServer(chat_fault=Fault.empty())

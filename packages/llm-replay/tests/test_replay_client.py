@@ -212,9 +212,12 @@ async def consume_hang(
             started.set()
 
 
-async def test_replay_hang_yields_partial_text_then_waits_for_cancel(tmp_path: Path) -> None:
+async def test_replay_hang_yields_partial_text_then_waits_for_cancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     ready = tmp_path / "ready"
-    client = ReplayModelClient([script("s", HangEntry(str(ready)), said("after"))])
+    client = ReplayModelClient([script("s", HangEntry("ready"), said("after"))])
     seen: list[Chunk] = []
     started = asyncio.Event()
     task = asyncio.create_task(consume_hang(client, seen, started))

@@ -113,6 +113,7 @@ def test_replay_public_api_is_pinned() -> None:
         [
             "CHUNK_TYPES",
             "ChunksEntry",
+            "DelegatedCall",
             "HangEntry",
             "NotConsumedError",
             "Override",

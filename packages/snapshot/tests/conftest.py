@@ -25,3 +25,11 @@ def scenario_copy(tmp_path: Path) -> Callable[[str], Path]:
         return target
 
     return copy
+
+
+@pytest.fixture
+def committed() -> Path:
+    """``snapshots/sdk`` of the repository (read only); skip when it is not there."""
+    if not SNAPSHOTS.is_dir():
+        pytest.skip(f"no committed scenarios under {SNAPSHOTS}")
+    return SNAPSHOTS

@@ -44,14 +44,8 @@ def test_broken_fixture_goes_red_naming_file_line_and_field(
     stdout = folder / "stdout.expected.jsonl"
     last = len(stdout.read_text(encoding="utf-8").splitlines())
     _rewrite_line(stdout, last, '"end_turn"', '"cancelled"')
-    (folder / "workspace").mkdir()
-    (folder / "workspace" / "notes.txt").write_text("token: sk-abcdefghijklmnopqrstuvwx\n")
     result = run_scenario(load_scenario(folder))
     assert not result.ok
-    assert result.failures[0] == (
-        f"{folder / 'workspace' / 'notes.txt'}:1: looks like an sk- API key; never commit keys "
-        "in fixtures"
-    )
     assert [str(d) for d in result.differences] == [
         'session.jsonl line 3, field data.content[0].text: expected "Reply with roughly the '
         'word: PONG. Do not use any tools.", actual "Reply with exactly the word: PONG. Do not '
@@ -77,9 +71,11 @@ def test_refresh_rewrites_outputs_and_is_byte_stable(
     assert not list(folder.glob(".*.tmp"))  # atomic writes leave no temp files behind
     (folder / "notes.txt").write_text("Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n")
     flagged = run_scenario(load_scenario(folder), RunOptions(mode="refresh"))
-    assert flagged.failures == [
-        f"{folder / 'notes.txt'}:1: looks like a bearer token; never commit keys in fixtures"
-    ]
+    assert len(flagged.failures) == 1
+    assert flagged.failures[0].startswith(
+        f"key scan: {folder / 'notes.txt'}:1: looks like a bearer token (value masked: "
+    )
+    assert "abcdefghijklmnopqrstuvwxyz" not in flagged.failures[0]
 
 
 def test_scripted_record_reproduces_the_committed_recording(

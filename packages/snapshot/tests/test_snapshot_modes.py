@@ -74,8 +74,9 @@ def test_write_fixtures_is_atomic_stable_and_drops_stale_children(tmp_path: Path
         "snapshot.yml",
         "stdout.expected.jsonl",
     ]
+    # A scenario that named no loop is recorded with the current one, and now says so.
     assert (folder / "snapshot.yml").read_text() == (
-        "version: 1\nprofile: sdk\ncomposition: default\nrecording: live\n"
+        "version: 1\nprofile: sdk\ncomposition: default\nrecording: live\nloop: current\n"
     )
     assert (folder / "stdout.expected.jsonl").read_text() == (
         '{"jsonrpc":"2.0","id":1,"result":{}}\n'

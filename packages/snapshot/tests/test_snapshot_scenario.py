@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import upstream_corpus
-from dsh_snapshot import ScenarioError, discover, load_scenario
+from dsh_snapshot import ScenarioError, detect_loop_profile, discover, load_scenario
+from dsh_snapshot._provenance import with_provenance
 
 META = "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
 HEADER = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
@@ -61,6 +62,7 @@ def test_gap_in_child_numbers_is_an_error(tmp_path: Path) -> None:
         ("version: 1\nprofile: sdk\nrecording: guessed\n", "recording"),
         ("version: 1\nprofile: sdk\n", "recording"),
         ("version: 1\nprofile: sdk\nrecording: live\ncolour: red\n", "colour"),
+        ("version: 1\nprofile: sdk\nrecording: live\nloop: july\n", "loop"),
     ],
 )
 def test_bad_snapshot_yml_names_file_and_field(tmp_path: Path, meta: str, field: str) -> None:
@@ -128,3 +130,56 @@ def test_snapshot_yml_can_pin_one_backend(tmp_path: Path) -> None:
     free = _scenario(tmp_path / "sdk" / "f")
     assert load_scenario(pinned).compositions(["jsonl", "sqlite"]) == ["sqlite"]
     assert load_scenario(free).compositions(["jsonl", "sqlite"]) == ["jsonl", "sqlite"]
+
+
+@pytest.mark.parametrize(
+    ("meta", "loop"),
+    [
+        (META, "current"),  # a new scenario records with the current loop
+        (META + "loop: june\n", "june"),
+        (META + "loop: current\n", "current"),
+    ],
+)
+def test_snapshot_yml_names_the_loop_profile(tmp_path: Path, meta: str, loop: str) -> None:
+    scenario = load_scenario(_scenario(tmp_path / "sdk" / "l", meta=meta))
+    assert scenario.loop == loop
+    assert scenario.meta is not None
+    recorded = with_provenance(meta, "scripted", None, scenario.meta.loop)
+    assert f"\nloop: {loop}\n" in recorded
+    assert recorded.count("loop:") == 1
+
+
+@pytest.mark.parametrize(
+    ("logs", "loop"),
+    [
+        ([], "june"),
+        ([HEADER + '{"type":"turn/start","data":{"turn":1}}\n'], "june"),
+        ([HEADER.replace('"createdAt":0', '"createdAt":0,"delegationDepth":0')], "current"),
+        ([HEADER, HEADER + '{"type":"request/header","data":{}}\n'], "current"),
+        ([HEADER + '{"type":"session/end-seed","data":{}}\n'], "current"),
+        ([HEADER + "not json\n[1]\n"], "june"),
+    ],
+)
+def test_an_upstream_folders_era_is_detected_from_its_logs(
+    tmp_path: Path, logs: list[str], loop: str
+) -> None:
+    folder = _scenario(tmp_path / "up" / "x", meta=None)
+    for index, text in enumerate(logs):
+        name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
+        (folder / name).write_text(text)
+    assert load_scenario(folder).loop == loop
+
+
+@pytest.mark.parametrize("era", ["june", "head"])
+def test_the_corpus_eras_are_detected(era: str) -> None:
+    root = CORPUS / era
+    if not root.is_dir():
+        pytest.skip(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
+    expected = "june" if era == "june" else "current"
+    folders = [f for f in sorted(root.iterdir()) if (f / "session.jsonl").is_file()]
+    # Logs only: head folders may hold harness ops the runner does not take yet.
+    loops = {
+        f.name: detect_loop_profile([f / "session.jsonl", *sorted(f.glob("session.*.jsonl"))])
+        for f in folders
+    }
+    assert loops == dict.fromkeys(loops, expected)

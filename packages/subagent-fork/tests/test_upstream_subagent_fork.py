@@ -12,6 +12,7 @@ import pytest
 
 from dsh_core import (
     Agent,
+    AgentConfig,
     Chunk,
     CreateOptions,
     Event,
@@ -55,7 +56,7 @@ def _delegate(tool: str, prompt: str, call_id: str = "c1") -> list[Chunk]:
 def _setup(parent: list[Any], *children: list[Any]) -> tuple[Agent, InMemorySessionStore, Session]:
     store = InMemorySessionStore()
     tools = [SubagentTool(ForkBackend())]
-    agent = Agent(ScriptedModel([parent, *children]), store, tools)
+    agent = Agent(ScriptedModel([parent, *children]), store, tools, AgentConfig(profile="june"))
     return agent, store, store.create(CreateOptions())
 
 

@@ -1,6 +1,6 @@
 """Upstream's ``subagent-spawn/tests/subagent-spawn.spec.ts`` and ``tool-subagent.spec.ts``
-(June 2026) as conformance cases: a spawned child through core's agent and ``SubagentTool``.
-Ledger: COMPATIBILITY.md § "Upstream unit tests"."""
+(June 2026) as conformance cases, under the June loop profile: a spawned child through core's
+agent and ``SubagentTool``. Ledger: COMPATIBILITY.md § "Upstream unit tests"."""
 
 from __future__ import annotations
 
@@ -56,7 +56,10 @@ async def _run(
     store = InMemorySessionStore()
     model = ScriptedModel([[_delegate("child question"), _text("parent done")], child_script])
     agent = Agent(
-        model, store, [SubagentTool(SpawnBackend())], AgentConfig(max_delegation_depth=max_depth)
+        model,
+        store,
+        [SubagentTool(SpawnBackend())],
+        AgentConfig(max_delegation_depth=max_depth, profile="june"),
     )
     meta = SessionMeta(cwd="/work/here", delegation_depth=parent_depth)
     parent = store.create(CreateOptions(meta=meta))

@@ -116,7 +116,10 @@ def build_agent(settings: AgentSettings) -> Wiring:
         bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
-        max_steps=settings.max_steps, max_delegation_depth=settings.max_delegation_depth
+        max_steps=settings.max_steps,
+        max_delegation_depth=settings.max_delegation_depth,
+        profile=settings.loop_profile,
+        max_parallel_tool_calls=settings.max_parallel_tool_calls,
     )
     return Wiring(Agent(model, store, tools, config), replay)
 

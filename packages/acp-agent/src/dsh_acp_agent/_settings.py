@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dsh_core import DEFAULT_LOOP_PROFILE, DEFAULT_MAX_PARALLEL_TOOL_CALLS, LoopProfile
+
 __all__ = ["AgentSettings", "SettingsError", "describe_validation_error", "load_settings"]
 
 
@@ -24,8 +26,12 @@ class AgentSettings(BaseSettings):
             (``<root>/sessions.sqlite3``) (``DSH_PERSISTENCE``).
         model_client: ``deepseek`` (live API) or ``replay`` (recorded scripts)
             (``DSH_MODEL_CLIENT``).
-        max_delegation_depth: deepest child a subagent tool may create
-            (``DSH_MAX_DELEGATION_DEPTH``).
+        loop_profile: ``june`` or ``current``, which era of upstream's agent loop to
+            reproduce (``DSH_LOOP_PROFILE``; see ``dsh_core.LoopProfile``).
+        max_delegation_depth: deepest child a subagent tool may create; unset takes the
+            profile's (june 1, current 3) (``DSH_MAX_DELEGATION_DEPTH``).
+        max_parallel_tool_calls: parallel-safe tool calls in flight at once under the
+            ``current`` profile (``DSH_MAX_PARALLEL_TOOL_CALLS``).
         max_steps: model calls allowed in one turn (``DSH_MAX_STEPS``).
         bash_timeout: seconds a bash command may run; unset keeps the tool's default
             (``DSH_BASH_TIMEOUT``).
@@ -38,7 +44,9 @@ class AgentSettings(BaseSettings):
     sessions_root: Path = Field(default_factory=_default_sessions_root)
     persistence: Literal["jsonl", "sqlite"] = "jsonl"
     model_client: Literal["deepseek", "replay"] = "deepseek"
-    max_delegation_depth: int = Field(default=1, ge=0)
+    loop_profile: LoopProfile = DEFAULT_LOOP_PROFILE
+    max_delegation_depth: int | None = Field(default=None, ge=0)
+    max_parallel_tool_calls: int = Field(default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, ge=1)
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
     replay_report: Path | None = None

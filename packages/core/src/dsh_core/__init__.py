@@ -13,6 +13,7 @@ from dsh_core._agent import (
     TurnOutcome,
     next_turn_number,
 )
+from dsh_core._atomic import atomic_write
 from dsh_core._bash import (
     BashResult,
     BashTool,
@@ -72,9 +73,19 @@ from dsh_core._logformat import (
     read_log_text,
     render_log,
 )
+from dsh_core._loop_profile import (
+    DEFAULT_LOOP_PROFILE,
+    DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    EMPTY_RESPONSE_CODE,
+    LOOP_PROFILES,
+    LoopBehaviour,
+    LoopProfile,
+    loop_behaviour,
+)
 from dsh_core._messages import messages_from_events
 from dsh_core._model import (
     AssistantMessage,
+    Delegation,
     Message,
     ModelClient,
     ModelError,
@@ -105,7 +116,7 @@ from dsh_core._session import (
 )
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._subagent_tool import SubagentTool
-from dsh_core._tools import Tool, ToolContext, ToolOutcome
+from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 
 __all__ = [
     # log format
@@ -157,6 +168,7 @@ __all__ = [
     "prepare_header",
     # model, tools, subagents
     "AssistantMessage",
+    "Delegation",
     "Message",
     "ModelClient",
     "ModelError",
@@ -169,6 +181,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "UserMessage",
+    "is_parallel_safe",
     # errors
     "DshError",
     "LogFormatError",
@@ -180,6 +193,8 @@ __all__ = [
     "StoreAccessError",
     "StoreCorruptError",
     "StoreVersionError",
+    # files
+    "atomic_write",
     # agent loop, built-in tools, message view
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
@@ -195,6 +210,14 @@ __all__ = [
     "messages_from_events",
     "next_turn_number",
     "render_bash_result",
+    # loop profiles
+    "DEFAULT_LOOP_PROFILE",
+    "DEFAULT_MAX_PARALLEL_TOOL_CALLS",
+    "EMPTY_RESPONSE_CODE",
+    "LOOP_PROFILES",
+    "LoopBehaviour",
+    "LoopProfile",
+    "loop_behaviour",
     # tool environment and sandbox
     "SandboxMechanisms",
     "SandboxSettings",

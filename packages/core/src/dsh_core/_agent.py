@@ -32,10 +32,27 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._loop_profile import (
+    DEFAULT_LOOP_PROFILE,
+    DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+    EMPTY_RESPONSE_CODE,
+    LoopBehaviour,
+    LoopProfile,
+    is_empty_completion,
+    loop_behaviour,
+)
 from dsh_core._messages import messages_from_events
-from dsh_core._model import ModelClient, ModelError, ModelRequest
+from dsh_core._model import Delegation, ModelClient, ModelError, ModelRequest
 from dsh_core._session import Session, SessionStore, now_ms
-from dsh_core._tools import INVALID_ARGS, UNKNOWN_TOOL, Tool, ToolContext, ToolOutcome
+from dsh_core._tool_schedule import CANCELLED_TEXT, ToolCallSchedule
+from dsh_core._tools import (
+    INVALID_ARGS,
+    UNKNOWN_TOOL,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    is_parallel_safe,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -54,7 +71,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "they help; answer concisely, and when the user asks for an exact reply, give exactly that."
 )
 
-CANCELLED_TEXT = "cancelled"
 CANCELLED_BEFORE_DISPATCH_TEXT = "cancelled before dispatch"
 
 # Set while a turn runs in the current task, so a nested turn (a subagent child running in
@@ -70,12 +86,29 @@ class AgentConfig:
     Attributes:
         system_prompt: sent as ``ModelRequest.system`` on every step.
         max_steps: steps per turn; a turn that would need more ends with ``STEP_LIMIT``.
-        max_delegation_depth: deepest ``delegationDepth`` a subagent child may have.
+        max_delegation_depth: deepest ``delegationDepth`` a subagent child may have;
+            ``None`` takes the profile's (june 1, current 3).
+        profile: which era of upstream's loop to reproduce (see ``dsh_core.LoopProfile``).
+        max_parallel_tool_calls: parallel-safe calls in flight at once (``current`` only).
     """
 
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_steps: int = 50
-    max_delegation_depth: int = 1
+    max_delegation_depth: int | None = None
+    profile: LoopProfile = DEFAULT_LOOP_PROFILE
+    max_parallel_tool_calls: int = DEFAULT_MAX_PARALLEL_TOOL_CALLS
+
+    @property
+    def behaviour(self) -> LoopBehaviour:
+        """What :attr:`profile` decides."""
+        return loop_behaviour(self.profile)
+
+    @property
+    def delegation_depth_limit(self) -> int:
+        """:attr:`max_delegation_depth`, or the profile's default when it is ``None``."""
+        if self.max_delegation_depth is not None:
+            return self.max_delegation_depth
+        return self.behaviour.max_delegation_depth
 
 
 @dataclass(frozen=True)
@@ -116,6 +149,15 @@ class Agent:
     ) -> None:
         if config.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {config.max_steps}")
+        if config.max_parallel_tool_calls < 1:
+            raise ValueError(
+                f"max_parallel_tool_calls must be at least 1, got {config.max_parallel_tool_calls}"
+            )
+        if config.max_delegation_depth is not None and config.max_delegation_depth < 0:
+            raise ValueError(
+                f"max_delegation_depth must not be negative, got {config.max_delegation_depth}"
+            )
+        config.behaviour  # noqa: B018 - an unknown profile fails here, not at the first turn
         by_name: dict[str, Tool] = {}
         for tool in tools:
             name = tool.spec["name"]
@@ -128,7 +170,12 @@ class Agent:
         self.config = config
 
     async def run_turn(
-        self, session: Session, prompt: str, *, listener: EventListener | None = None
+        self,
+        session: Session,
+        prompt: str,
+        *,
+        listener: EventListener | None = None,
+        delegation: Delegation | None = None,
     ) -> TurnOutcome:
         """Run one user turn to its end and return how it ended.
 
@@ -143,13 +190,15 @@ class Agent:
             listener: called with every event recorded, as it is recorded. An exception it
                 raises propagates and leaves the turn open (a store closes it as
                 ``interrupted`` on the next resume).
+            delegation: for a subagent child's turn, the parent call it answers (sent on
+                every model request of the turn).
 
         Returns:
             The turn's outcome.
         """
         nested = _IN_TURN.get()
         token = _IN_TURN.set(True)
-        run = _TurnRun(self, session, listener)
+        run = _TurnRun(self, session, listener, delegation)
         try:
             return await run.run(prompt)
         except asyncio.CancelledError:
@@ -183,17 +232,25 @@ class _StepFailed(Exception):
 class _TurnRun:
     """The state of one running turn, so a cancellation can close exactly what is open."""
 
-    def __init__(self, agent: Agent, session: Session, listener: EventListener | None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        session: Session,
+        listener: EventListener | None,
+        delegation: Delegation | None,
+    ) -> None:
         self.agent = agent
+        self.behaviour = agent.config.behaviour
         self.session = session
         self.listener = listener
+        self.delegation = delegation
         self.turn = next_turn_number(session.events)
         self.step = 0
         self.started = False
         self.step_open = False
         self.ended: TurnOutcome | None = None
-        self.in_flight: ToolCallBlock | None = None
-        self.undispatched: list[ToolCallBlock] = []
+        self.schedule: ToolCallSchedule | None = None
+        self.finish_reason: Mapping[str, Any] = {}
         self.last_content: list[ContentBlock] = []
 
     def emit(self, event: Event) -> None:
@@ -243,6 +300,8 @@ class _TurnRun:
                 self.end_step()
                 return self.end_turn("error", failed.error)
             self.end_step()
+            if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
+                return self.end_turn("max-tokens")
             if has_calls:
                 if self.step >= max_steps:
                     return self.end_turn(
@@ -265,22 +324,62 @@ class _TurnRun:
         session = self.session
         self.step_open = True
         self.emit(step_start(session.next_seq, now_ms(), self.turn, self.step))
-        blocks, usage, finish_kind = await self.stream_step()
+        blocks, usage, finish_kind = await self.stream_with_retries()
+        if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
+            # Upstream's later loop: a truncated step's tool calls are dropped from the
+            # message and never run (their arguments may be cut off).
+            kept: list[ContentBlock] = [b for b in blocks if b["type"] != "tool-call"]
+            blocks = kept
         self.last_content = blocks
         self.emit(
             assistant_message(session.next_seq, now_ms(), self.turn, self.step, blocks, usage)
         )
         calls = [block for block in blocks if block["type"] == "tool-call"]
-        self.undispatched = list(calls)
-        while self.undispatched:
-            call = self.undispatched.pop(0)
-            self.in_flight = call
-            self.emit_call(call)
-            session.flush()
-            outcome = await self.run_tool(call)
-            self.in_flight = None
-            self.emit_result(call, outcome.text, is_error=outcome.is_error, error=outcome.error)
+        config = self.agent.config
+        self.schedule = ToolCallSchedule(
+            calls,
+            start=self.start_call,
+            run=self.run_tool,
+            commit=lambda call, outcome: self.emit_result(
+                call, outcome.text, is_error=outcome.is_error, error=outcome.error
+            ),
+            is_parallel=self.is_parallel,
+            bound=config.max_parallel_tool_calls if self.behaviour.concurrent_tools else 1,
+        )
+        await self.schedule.run()
+        self.schedule = None
         return bool(calls), finish_kind
+
+    def start_call(self, call: ToolCallBlock) -> None:
+        self.emit_call(call)
+        # The call is durable before its tool runs (a child's fork seed reads the log too).
+        self.session.flush()
+
+    def is_parallel(self, call: ToolCallBlock) -> bool:
+        tool = self.agent.tools.get(call["name"])
+        return tool is not None and is_parallel_safe(tool)
+
+    async def stream_with_retries(self) -> tuple[list[ContentBlock], Usage | None, str]:
+        """One model call, repeated (``current``) while the completion has no content.
+
+        Each attempt is its own ``stream()`` call in the same step, its chunks logged as they
+        come, as upstream's request-error retry does with an ``EMPTY_RESPONSE`` finish.
+        """
+        retries = self.behaviour.empty_response_retries
+        attempt = 0
+        while True:
+            blocks, usage, finish_kind = await self.stream_step()
+            if not (retries and is_empty_completion(blocks, self.finish_reason)):
+                return blocks, usage, finish_kind
+            if attempt >= retries:
+                raise _StepFailed(
+                    ModelError(
+                        f"model returned a completed response with no content "
+                        f"({attempt + 1} attempts)",
+                        code=EMPTY_RESPONSE_CODE,
+                    )
+                )
+            attempt += 1
 
     async def stream_step(self) -> tuple[list[ContentBlock], Usage | None, str]:
         agent = self.agent
@@ -292,6 +391,7 @@ class _TurnRun:
             system=agent.config.system_prompt,
             turn=self.turn,
             step=self.step,
+            delegation=self.delegation,
         )
         blocks: list[ContentBlock] = []
         usage: Usage | None = None
@@ -306,6 +406,7 @@ class _TurnRun:
                     usage = chunk["usage"]
                 elif chunk["type"] == "finish":
                     finish_kind = chunk["reason"]["kind"]
+                    self.finish_reason = cast(Mapping[str, Any], chunk["reason"])
                     # Nothing may follow finish; stop reading rather than log a violation.
                     break
         except ModelError as error:
@@ -371,15 +472,20 @@ class _TurnRun:
             return self.ended
         if not self.started:
             return TurnOutcome(self.turn, "aborted", "")
-        if self.in_flight is not None:
-            call, self.in_flight = self.in_flight, None
-            self.emit_result(call, CANCELLED_TEXT, is_error=True)
-        # Calls the model asked for but that never ran still get a result, so the next
-        # request's history pairs every tool-call block with a result.
-        for call in self.undispatched:
-            self.emit_call(call)
-            self.emit_result(call, CANCELLED_BEFORE_DISPATCH_TEXT, is_error=True)
-        self.undispatched = []
+        schedule, self.schedule = self.schedule, None
+        if schedule is not None:
+            # Started calls keep model order: a settled one its real result, a running one
+            # the cancelled result.
+            for started in schedule.open_calls:
+                outcome = started.outcome or ToolOutcome(CANCELLED_TEXT, True)
+                self.emit_result(
+                    started.call, outcome.text, is_error=outcome.is_error, error=outcome.error
+                )
+            # Calls the model asked for but that never ran still get a result, so the next
+            # request's history pairs every tool-call block with a result.
+            for call in schedule.unstarted:
+                self.emit_call(call)
+                self.emit_result(call, CANCELLED_BEFORE_DISPATCH_TEXT, is_error=True)
         self.end_step()
         return self.end_turn("aborted", reason="session/cancel")
 

@@ -11,6 +11,7 @@ from dsh_core._events import Chunk, ContentBlock, TextBlock
 
 __all__ = [
     "AssistantMessage",
+    "Delegation",
     "Message",
     "ModelClient",
     "ModelError",
@@ -50,8 +51,30 @@ class ToolSpec(TypedDict):
 
 
 @dataclass(frozen=True, slots=True)
+class Delegation:
+    """Which parent tool call a subagent child answers.
+
+    Concurrent children call the model in no fixed order, so replay cannot bind them by
+    first call; it binds each to the recorded child of the same parent call instead.
+
+    Attributes:
+        parent_session: the live parent session's id.
+        call_id: the parent's ``tool/call`` ``callId`` that started the child.
+        prompt: the delegated prompt (the child's first user message).
+    """
+
+    parent_session: str
+    call_id: str
+    prompt: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One step's request. ``session_id`` is the live session's id (replay binds by it)."""
+    """One step's request. ``session_id`` is the live session's id (replay binds by it).
+
+    ``delegation`` is set on every request of a subagent child's delegated turn, ``None``
+    for a top-level session.
+    """
 
     session_id: str
     messages: list[Message]
@@ -59,6 +82,7 @@ class ModelRequest:
     system: str | None = None
     turn: int = 0
     step: int = 0
+    delegation: Delegation | None = None
 
 
 class ModelError(DshError):

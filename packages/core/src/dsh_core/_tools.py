@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from dsh_core._agent import Agent
     from dsh_core._session import Session
 
-__all__ = ["INVALID_ARGS", "UNKNOWN_TOOL", "Tool", "ToolContext", "ToolOutcome"]
+__all__ = ["INVALID_ARGS", "UNKNOWN_TOOL", "Tool", "ToolContext", "ToolOutcome", "is_parallel_safe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +52,13 @@ class Tool(Protocol):
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutcome:
         """Run with the model's parsed arguments; failures are error outcomes, not raises."""
         ...
+
+
+def is_parallel_safe(tool: Tool) -> bool:
+    """Whether ``tool`` may run concurrently with its neighbours in one step.
+
+    A tool opts in with a true ``parallel_safe`` attribute (the subagent tools do: a child
+    never writes its parent's log); every other tool is a barrier that runs alone, as
+    upstream classifies any tool without ``isConcurrencySafe``.
+    """
+    return getattr(tool, "parallel_safe", False) is True

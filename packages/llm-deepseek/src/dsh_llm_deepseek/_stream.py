@@ -9,11 +9,13 @@ they come in index order, then ``usage``, then ``finish``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from dsh_core import Chunk, ContentBlock, ModelError, Usage
+from dsh_llm_deepseek._failures import AttemptFailed, stream_error_failure
+from dsh_llm_deepseek._redact import one_line
 
 __all__ = ["DONE", "ChunkMapper", "decode_event", "protocol_error", "sse_data"]
 
@@ -90,9 +92,15 @@ class _Block:
 
 
 class ChunkMapper:
-    """Maps decoded chat-completion events to chunks; call :meth:`end` after the last one."""
+    """Maps decoded chat-completion events to chunks; call :meth:`end` after the last one.
 
-    def __init__(self) -> None:
+    Args:
+        redact: applied to every provider message (an in-stream ``error`` event) before it is
+            cut to one line.
+    """
+
+    def __init__(self, redact: Callable[[str], str] = str) -> None:
+        self._redact = redact
         self._blocks: list[_Block] = []
         self._text: _Block | None = None
         self._reasoning: _Block | None = None
@@ -104,8 +112,7 @@ class ChunkMapper:
         """Return the chunks one event implies (often one delta, sometimes none)."""
         error = event.get("error")
         if error is not None:
-            message = _error_message(error)
-            raise ModelError(f"DeepSeek API error (in stream): {message}", code="SERVER")
+            raise AttemptFailed(stream_error_failure(one_line(self._redact(_error_message(error)))))
         out: list[Chunk] = []
         usage = event.get("usage")
         if usage is not None:
@@ -130,8 +137,17 @@ class ChunkMapper:
                 self.finish_reason = reason
         return out
 
-    def end(self) -> list[Chunk]:
-        """The closing chunks: every ``block-end`` in index order, ``usage``, ``finish``."""
+    @property
+    def block_count(self) -> int:
+        """How many blocks the stream has opened so far."""
+        return len(self._blocks)
+
+    def end(self, *, finish: bool = True) -> list[Chunk]:
+        """The closing chunks: every ``block-end`` in index order, ``usage``, ``finish``.
+
+        Args:
+            finish: append the ``finish`` chunk (left out when the call ends with an error).
+        """
         if self.finish_reason is None:
             raise protocol_error("the stream ended before a finish_reason")
         out: list[Chunk] = [
@@ -139,8 +155,9 @@ class ChunkMapper:
         ]
         if self.usage is not None:
             out.append({"type": "usage", "usage": self.usage})
-        kind: FinishKind = _FINISH_KINDS.get(self.finish_reason, "error")
-        out.append({"type": "finish", "reason": {"kind": kind}})
+        if finish:
+            kind: FinishKind = _FINISH_KINDS.get(self.finish_reason, "error")
+            out.append({"type": "finish", "reason": {"kind": kind}})
         return out
 
     def _open(self, kind: Literal["text", "reasoning", "tool-call"]) -> tuple[_Block, Chunk]:
@@ -264,7 +281,12 @@ def _usage(raw: Any) -> Usage:
 
 def _error_message(error: Any) -> str:
     if isinstance(error, dict):
-        message = cast(dict[str, Any], error).get("message")
+        fields = cast(dict[str, Any], error)
+        message = fields.get("message")
         if isinstance(message, str):
-            return message
+            code = fields.get("code") or fields.get("type")
+            return (
+                f"{message} ({code})" if isinstance(code, str) and code not in message else message
+            )
+        return json.dumps(fields, ensure_ascii=False)
     return str(cast(object, error))

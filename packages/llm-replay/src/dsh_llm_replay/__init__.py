@@ -2,8 +2,9 @@
 
 A recorded session log holds every chunk its model calls streamed; replay derives one
 script per session from it (one entry per ``stream()`` call), slices each fork child's
-seeded prefix off by its header's ``seedLength``, binds live sessions to scripts in
-first-call order, streams the entries back, and checks at teardown that the run consumed
+seeded prefix off by its header's ``seedLength``, binds live sessions to scripts (a
+subagent child to the recorded child of the same parent call, others in first-call order),
+streams the entries back, and checks at teardown that the run consumed
 the recording exactly. ``replay.override.json`` scripts what chunks alone cannot: calls
 that threw or hung.
 """
@@ -26,7 +27,7 @@ from dsh_llm_replay._errors import (
     UnrecordedSessionError,
     UnterminatedGroupError,
 )
-from dsh_llm_replay._load import SessionScript, load_session_scripts
+from dsh_llm_replay._load import DelegatedCall, SessionScript, load_session_scripts
 from dsh_llm_replay._override import CHUNK_TYPES, Override, load_override, parse_override
 from dsh_llm_replay._script import (
     ChunksEntry,
@@ -56,6 +57,7 @@ __all__ = [
     "load_override",
     "parse_override",
     # scripts and the client
+    "DelegatedCall",
     "ReplayModelClient",
     "ReplaySettings",
     "SessionScript",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
+import random
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any, TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_core import Chunk, ModelError, ModelRequest, atomic_write
 from dsh_llm_replay._errors import (
     NotConsumedError,
     ReplayCallError,
@@ -22,6 +21,7 @@ from dsh_llm_replay._errors import (
     UnrecordedSessionError,
 )
 from dsh_llm_replay._load import SessionScript, load_session_scripts
+from dsh_llm_replay._ready import touch_marker
 from dsh_llm_replay._script import ChunksEntry, HangEntry, ThrowEntry
 from dsh_llm_replay._settings import ReplaySettings
 
@@ -142,7 +142,7 @@ async def _replay_hang(entry: HangEntry) -> AsyncIterator[Chunk]:
     if entry.ready_file is not None:
         # Reaching here means the consumer asked for the next chunk, so the partial text has
         # been handled: an external driver may now cancel deterministically.
-        Path(entry.ready_file).write_bytes(b"")  # noqa: ASYNC240 - an empty marker file
+        touch_marker(entry.ready_file)
     await asyncio.Event().wait()  # only cancellation ends a hang
     raise AssertionError("unreachable: an asyncio.Event nobody sets was set")  # pragma: no cover
 
@@ -156,10 +156,15 @@ async def _raise(error: ReplayCallError) -> AsyncIterator[Chunk]:
 class ReplayModelClient:
     """A :class:`dsh_core.ModelClient` that answers from recorded scripts, keylessly.
 
-    Live session ids are fresh random values every run, so they bind by first-call order:
-    the first live session to call the model claims the first script (the primary), the next
-    new one the next script (children by ``(createdAt, id)``), and so on. Each session then
-    advances its own cursor, one entry per ``stream()`` call.
+    Live session ids are fresh random values every run, so a new session binds at its first
+    call. A subagent child (its request carries a :class:`dsh_core.Delegation`) binds to the
+    recorded child that answered the same parent call: the recorded parent's ``tool/call``
+    with that ``callId``, matched to the unclaimed child of that parent whose log begins
+    with the call's prompt (calls with one prompt pair with such children in order). So
+    concurrent children bind the same way whichever calls the model first. Failing that, a
+    child of the parent with the same prompt; any other session claims the first unclaimed
+    script (the primary first, children by ``(createdAt, id)``). Each session then advances
+    its own cursor, one entry per ``stream()`` call.
 
     Calls the scripts cannot answer raise a :class:`ReplayCallError` (a ``ModelError``, so
     the agent ends the turn cleanly) from the stream and are recorded for
@@ -167,16 +172,24 @@ class ReplayModelClient:
     """
 
     def __init__(
-        self, scripts: Sequence[SessionScript], *, report_path: Path | str | None = None
+        self,
+        scripts: Sequence[SessionScript],
+        *,
+        report_path: Path | str | None = None,
+        child_jitter_ms: int = 0,
     ) -> None:
         """Args:
         scripts: in binding order (as :func:`load_session_scripts` returns them).
         report_path: where :meth:`aclose` writes the report (``None``: nowhere).
+        child_jitter_ms: test-only: each delegated child's call first sleeps a random
+            0..``child_jitter_ms`` ms, so concurrent children reach the model in any order.
         """
         self.scripts: tuple[SessionScript, ...] = tuple(scripts)
         self.report_path = None if report_path is None else Path(report_path)
+        self.child_jitter_ms = child_jitter_ms
         self._bindings: dict[str, _Binding] = {}
-        self._claimed = 0
+        self._claimed: set[int] = set()
+        self._answers = _answering_children(self.scripts)
         self._errors: list[ReplayCallError] = []
 
     @classmethod
@@ -201,21 +214,49 @@ class ReplayModelClient:
             settings.snapshot_override,
             seed_slice=settings.seed_slice,
         )
-        return cls(scripts, report_path=settings.report)
+        return cls(scripts, report_path=settings.report, child_jitter_ms=settings.child_jitter_ms)
 
     # -- ModelClient ---------------------------------------------------------------------------
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Replay the next recorded call of ``request.session_id``'s script.
 
-        Binding and the cursor advance happen here, at call time, so the order of calls (not
-        of iteration) decides which script a session gets.
+        Binding and the cursor advance happen here, at call time (after the test-only
+        jitter, for a child), so the order of calls, not of iteration, is what they see.
         """
+        if self.child_jitter_ms and request.delegation is not None:
+            return self._jittered(request)
+        return self._answer(request)
+
+    async def _jittered(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        await asyncio.sleep(random.uniform(0, self.child_jitter_ms) / 1000)
+        async for chunk in self._answer(request):
+            yield chunk
+
+    def _claim(self, request: ModelRequest) -> SessionScript | None:
+        delegation = request.delegation
+        parent = None if delegation is None else self._bindings.get(delegation.parent_session)
+        if delegation is not None and parent is not None and parent.script is not None:
+            answer = self._answers.get((id(parent.script), delegation.call_id))
+            if answer is not None and id(answer) not in self._claimed:
+                return answer
+            recorded_parent = parent.script.header.id
+            for script in self.scripts:
+                if (
+                    id(script) not in self._claimed
+                    and script.header.parent_session == recorded_parent
+                    and script.prompt == delegation.prompt
+                ):
+                    return script
+        return next((s for s in self.scripts if id(s) not in self._claimed), None)
+
+    def _answer(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         session_id = request.session_id
         binding = self._bindings.get(session_id)
         if binding is None:
-            script = self.scripts[self._claimed] if self._claimed < len(self.scripts) else None
-            self._claimed += script is not None
+            script = self._claim(request)
+            if script is not None:
+                self._claimed.add(id(script))
             binding = self._bindings[session_id] = _Binding(script)
         binding.calls += 1
         script = binding.script
@@ -329,16 +370,28 @@ class ReplayModelClient:
 
     def write_report(self, path: Path | str) -> None:
         """Write :meth:`report` as JSON, atomically (a reader never sees half a report)."""
-        target = Path(path)
         text = json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, text)
+
+
+def _answering_children(
+    scripts: Sequence[SessionScript],
+) -> dict[tuple[int, str], SessionScript]:
+    """Which recorded child answered each recorded delegating call, keyed by
+    ``(id(parent script), callId)``.
+
+    A child answers a call of its ``parentSession`` whose prompt its log begins with; calls
+    that share a prompt take such children in ``(createdAt, id)`` order, as they started.
+    """
+    answers: dict[tuple[int, str], SessionScript] = {}
+    for parent in scripts:
+        children = [s for s in scripts if s.header.parent_session == parent.header.id]
+        for call in parent.delegated:
+            child = next((c for c in children if c.prompt == call.prompt), None)
+            if child is not None:
+                children.remove(child)
+                answers[(id(parent), call.call_id)] = child
+    return answers
 
 
 def check_report(report: Path | str | dict[str, Any]) -> ReplayReport:

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
-from dsh_core import SessionLog, read_log_bytes, read_log_text
+from dsh_core import Event, SessionLog, messages_from_events, read_log_bytes, read_log_text
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
 
-__all__ = ["SessionScript", "load_session_scripts"]
+__all__ = ["DelegatedCall", "SessionScript", "load_session_scripts"]
+
+
+@dataclass(frozen=True, slots=True)
+class DelegatedCall:
+    """A recorded ``tool/call`` that handed a prompt to a child (its arguments hold one)."""
+
+    call_id: str
+    prompt: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,11 +32,42 @@ class SessionScript:
         source: the log file it was derived from (names it in errors and reports).
         header: the recorded header (id, createdAt, seedLength).
         entries: one entry per recorded ``stream()`` call.
+        prompt: the text of the session's own first ``user/message`` (for a child: the
+            prompt it was delegated), ``None`` when it has none.
+        delegated: the session's own ``tool/call``s that delegated a prompt, in log order.
     """
 
     source: str
     header: ReplayHeader
     entries: tuple[ReplayEntry, ...]
+    prompt: str | None = None
+    delegated: tuple[DelegatedCall, ...] = ()
+
+
+def _first_prompt(events: Sequence[Event]) -> str | None:
+    for message in messages_from_events(events):
+        if message["role"] == "user":
+            return "".join(block["text"] for block in message["content"])
+    return None
+
+
+def _delegated_calls(events: Sequence[Event]) -> tuple[DelegatedCall, ...]:
+    calls: list[DelegatedCall] = []
+    for event in events:
+        if event.type != "tool/call":
+            continue
+        call_id, raw = event.data.get("callId"), event.data.get("arguments")
+        if not isinstance(call_id, str) or not isinstance(raw, str):
+            continue
+        try:
+            arguments: Any = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(arguments, dict):
+            prompt = cast(dict[str, Any], arguments).get("prompt")
+            if isinstance(prompt, str):
+                calls.append(DelegatedCall(call_id, prompt))
+    return tuple(calls)
 
 
 def _read_log(path: Path | str) -> SessionLog:
@@ -87,6 +128,7 @@ def load_session_scripts(
     source = str(primary)
     # As upstream: an override path that names no file is no override.
     patch = load_override(override) if override is not None and Path(override).exists() else None
+    events: Sequence[Event] = ()
     if patch is not None and patch.replace is not None and not Path(primary).exists():
         # An authored scenario before its first recording: the override is the whole script.
         header = ReplayHeader("", 0)
@@ -94,24 +136,36 @@ def load_session_scripts(
     else:
         log = _read_log(primary)
         header = _header(log, source)
+        events = log.events
         if patch is not None and patch.replace is not None:
             entries = list(patch.replace)
         else:
             entries = derive_replay_script(log.events, source)
             if patch is not None:
                 entries = patch.apply(entries)
-    scripts = [SessionScript(source, header, tuple(entries))]
+    scripts = [
+        SessionScript(
+            source,
+            header,
+            tuple(entries),
+            _first_prompt(events),
+            _delegated_calls(events),
+        )
+    ]
     kids: list[SessionScript] = []
     for child in children:
         child_source = str(child)
         child_log = _read_log(child)
         child_header = _header(child_log, child_source)
-        events = child_log.events
-        if seed_slice and child_header.seed_length:
-            events = events[child_header.seed_length :]
+        own = child_log.events[child_header.seed_length :]
+        events = own if seed_slice else child_log.events
         kids.append(
             SessionScript(
-                child_source, child_header, tuple(derive_replay_script(events, child_source))
+                child_source,
+                child_header,
+                tuple(derive_replay_script(events, child_source)),
+                _first_prompt(own),
+                _delegated_calls(own),
             )
         )
     kids.sort(key=lambda script: (script.header.created_at, script.header.id))

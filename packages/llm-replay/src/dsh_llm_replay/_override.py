@@ -13,10 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from dsh_core import Chunk
 from dsh_llm_replay._errors import OverrideError
+from dsh_llm_replay._ready import ready_file_problem
 from dsh_llm_replay._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 
 __all__ = ["CHUNK_TYPES", "Override", "load_override", "parse_override"]
@@ -65,6 +73,14 @@ class _HangDoc(BaseModel):
     model_config = _STRICT
     kind: Literal["hang"]
     ready_file: str | None = Field(default=None, alias="readyFile", min_length=1)
+
+    @field_validator("ready_file")
+    @classmethod
+    def _confined(cls, value: str | None) -> str | None:
+        problem = None if value is None else ready_file_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 _ENTRY_MODELS: dict[str, type[_ChunksDoc | _ThrowDoc | _HangDoc]] = {

@@ -64,9 +64,10 @@ class HangEntry:
     """A call that streams a partial text and then waits until it is cancelled.
 
     Attributes:
-        ready_file: written (empty) once the partial text has reached the consumer, so an
-            external driver can cancel deterministically; relative paths resolve against
-            the process's working directory.
+        ready_file: created (empty) once the partial text has reached the consumer, so an
+            external driver can cancel deterministically: a relative path inside the
+            process's working directory (anything else is refused, see ``_ready``); an
+            existing file there keeps its bytes.
     """
 
     ready_file: str | None = None

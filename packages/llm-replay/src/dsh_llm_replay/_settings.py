@@ -24,6 +24,9 @@ class ReplaySettings(BaseSettings):
             its whole log, seeded prefix included: the upstream bug, kept only so the
             red-to-green proof can show the fork scenarios fail without the slice.
         report: ``DSH_REPLAY_REPORT``, where the agent writes the replay report at exit.
+        child_jitter_ms: ``DSH_REPLAY_CHILD_JITTER_MS`` (default 0), test-only: each call of
+            a delegated child first sleeps a random 0..N ms, so the determinism test can
+            shuffle the order in which concurrent children reach the model.
     """
 
     model_config = SettingsConfigDict(
@@ -37,6 +40,7 @@ class ReplaySettings(BaseSettings):
     )
     seed_slice: bool = Field(default=True, validation_alias="DSH_REPLAY_SEED_SLICE")
     report: Path | None = Field(default=None, validation_alias="DSH_REPLAY_REPORT")
+    child_jitter_ms: int = Field(default=0, ge=0, validation_alias="DSH_REPLAY_CHILD_JITTER_MS")
 
     @field_validator("child_files", mode="before")
     @classmethod

@@ -16,8 +16,9 @@ from dsh_snapshot._compat import (
     apply_allowances,
     turn_messages,
 )
+from dsh_snapshot._confine import ConfinementError, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
-from dsh_snapshot._keyscan import KeyFinding, scan_file, scan_folder
+from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
 from dsh_snapshot._normalize import (
     CWD,
     SESSION_ID,
@@ -25,6 +26,7 @@ from dsh_snapshot._normalize import (
     normalize_frames,
     normalize_log_text,
 )
+from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
 from dsh_snapshot._runner import (
     Check,
     Composition,
@@ -36,47 +38,61 @@ from dsh_snapshot._runner import (
     write_fixtures,
 )
 from dsh_snapshot._scenario import (
+    AllowEntry,
     Scenario,
     ScenarioError,
     SnapshotMeta,
     Step,
+    detect_loop_profile,
     discover,
     load_scenario,
 )
 
 __all__ = [
-    "CWD",
-    "SESSION_ID",
-    "UPSTREAM_ALLOWANCES",
-    "AgentError",
-    "AgentProcess",
-    "Allowances",
-    "Check",
-    "Composition",
-    "Difference",
-    "KeyFinding",
-    "Mode",
-    "Normalizer",
-    "RunOptions",
+    # scenarios
+    "AllowEntry",
     "Scenario",
     "ScenarioError",
-    "ScenarioResult",
     "SnapshotMeta",
     "Step",
-    "TurnSeen",
-    "apply_allowances",
+    "detect_loop_profile",
     "discover",
-    "first_difference",
-    "harvest",
     "load_scenario",
-    "normalize_frames",
-    "normalize_log_text",
+    # running
+    "AgentError",
+    "AgentProcess",
+    "Check",
+    "Composition",
+    "Mode",
+    "RunOptions",
+    "ScenarioResult",
+    "harvest",
     "run_many",
     "run_proof",
     "run_scenario",
+    "summary_line",
+    # comparison
+    "CWD",
+    "SESSION_ID",
+    "UPSTREAM_ALLOWANCES",
+    "Allowances",
+    "Difference",
+    "Normalizer",
+    "TurnSeen",
+    "apply_allowances",
+    "first_difference",
+    "normalize_frames",
+    "normalize_log_text",
+    "turn_messages",
+    # security: confinement, key scan, publishing (SECURITY.md)
+    "ConfinementError",
+    "DirtyRecordingError",
+    "KeyFinding",
+    "copy_workspace",
+    "publish_fixtures",
+    "redact",
     "scan_file",
     "scan_folder",
-    "summary_line",
-    "turn_messages",
+    "scan_text",
     "write_fixtures",
 ]

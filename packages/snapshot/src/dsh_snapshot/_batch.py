@@ -50,12 +50,13 @@ def summary_line(results: Iterable[ScenarioResult]) -> str:
     items = list(results)
     names = {r.scenario.path for r in items}
     sessions = sum(r.sessions for r in items)
-    calls = sum(r.calls_replayed for r in items)
+    calls = sum(r.calls for r in items)
     passed = sum(1 for r in items if r.ok)
     lacking = sum(1 for r in items if r.needs)
+    verb = "replayed" if all(r.options.mode in ("replay", "refresh") for r in items) else "made"
     line = (
         f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls replayed: {passed} passed, {len(items) - passed - lacking} failed"
+        f"{calls} model calls {verb}: {passed} passed, {len(items) - passed - lacking} failed"
     )
     return line + (f", {lacking} need what we lack" if lacking else "")
 
@@ -88,7 +89,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             r.options.mode,
             _verdict(r),
             str(r.sessions),
-            str(r.calls_replayed),
+            str(r.calls),
             f"{r.seconds:.2f}",
             detail[:120],
         )

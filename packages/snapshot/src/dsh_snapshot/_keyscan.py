@@ -1,17 +1,48 @@
-"""The key scan: a committed fixture must never hold anything that looks like an API key."""
+"""The key scan: nothing in a scenario folder may hold anything that looks like a secret.
+
+Detectors: `detect-secrets`' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, private keys,
+JWTs, ``password = "…"`` keywords, …) plus our DeepSeek/OpenAI ``sk-…`` patterns and the value
+of ``DEEPSEEK_API_KEY`` (and any other literal the caller names). They run over every decoded
+view of every file (see ``_decode``): escapes undone, base64 decoded, UTF-16/32 read, streamed
+chunks joined. Hidden files are scanned; symlinks are followed when they stay inside the
+folder and reported when they lead out. A finding carries the file, line, kind and the
+SHA-256 of the value, never the value; a reviewed false positive is allow-listed in
+``snapshot.yml`` under ``secrets_allowlist`` by exactly that file, line and hash.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
-__all__ = ["KEY_PATTERNS", "KeyFinding", "scan_file", "scan_folder"]
+from dsh_snapshot._confine import inside
+from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
+from dsh_snapshot._scenario import META_FILE, AllowEntry
+
+__all__ = [
+    "KEY_PATTERNS",
+    "KeyFinding",
+    "redact",
+    "scan_file",
+    "scan_folder",
+    "scan_text",
+]
 
 KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("an sk- API key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}")),
+    (
+        "a DeepSeek/OpenAI sk- API key",
+        re.compile(
+            r"(?<![A-Za-z0-9])sk-(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_-]{16,}"
+            r"|(?=[A-Za-z0-9_-]{0,200}[0-9])[A-Za-z0-9_-]{20,})"
+        ),
+    ),
     ("a bearer token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}")),
     (
         "an api-key assignment",
@@ -23,54 +54,258 @@ KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
     ("an AWS access key", re.compile(r"\bAKIA[0-9A-Z]{16}\b")),
 )
-_MIN_ENV_KEY = 8
+_MIN_LITERAL = 8
+_MAX_FILE = 32 * 1024 * 1024
+# detect-secrets plugins used: every regex detector of version 1.5 except the entropy ones
+# (they flag every id and hash a fixture holds), the public-IP one (not a secret) and four
+# vendor-context ones the keyword detector covers at a quarter of the cost.
+_PLUGINS = (
+    "artifactory.ArtifactoryDetector",
+    "aws.AWSKeyDetector",
+    "azure_storage_key.AzureStorageKeyDetector",
+    "basic_auth.BasicAuthDetector",
+    "discord.DiscordBotTokenDetector",
+    "github_token.GitHubTokenDetector",
+    "gitlab_token.GitLabTokenDetector",
+    "jwt.JwtTokenDetector",
+    "keyword.KeywordDetector",
+    "mailchimp.MailchimpDetector",
+    "npm.NpmDetector",
+    "openai.OpenAIDetector",
+    "private_key.PrivateKeyDetector",
+    "pypi_token.PypiTokenDetector",
+    "sendgrid.SendGridDetector",
+    "slack.SlackDetector",
+    "square_oauth.SquareOAuthDetector",
+    "stripe.StripeDetector",
+    "telegram_token.TelegramBotTokenDetector",
+    "twilio.TwilioKeyDetector",
+)
+
+
+@cache
+def _detectors() -> tuple[tuple[str, Any], ...]:
+    """The detect-secrets plugin instances, built once (their ``analyze_string`` is pure:
+    no settings, no verification request, so threads may share them)."""
+    from importlib import import_module  # noqa: PLC0415 - detect-secrets loads only when scanning
+
+    out: list[tuple[str, Any]] = []
+    for dotted in _PLUGINS:
+        module, name = dotted.rsplit(".", 1)
+        plugin = getattr(import_module(f"detect_secrets.plugins.{module}"), name)()
+        out.append((f"{plugin.secret_type} (detect-secrets)", plugin))
+    return tuple(out)
+
+
+def digest(value: str) -> str:
+    """``sha256:<hex>`` of a flagged value: how findings and the allow-list name it."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
 class KeyFinding:
-    """One suspicious string: where it is and what it looks like (never the value itself)."""
+    """One suspicious value: where it is and what it looks like, never the value itself.
+
+    Attributes:
+        path: the file (absolute), or the file it would be once published.
+        line: 1-based line (0 when the finding is about the file as a whole).
+        kind: what it looks like.
+        hash: ``sha256:…`` of the value ("" for a file-level finding).
+        length: characters in the value.
+        file: ``path`` relative to the scanned folder, as ``secrets_allowlist`` names it.
+    """
 
     path: Path
     line: int
     kind: str
+    hash: str = ""
+    length: int = 0
+    file: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: looks like {self.kind}; never commit keys in fixtures"
+        if not self.hash:
+            return f"{self.path}: {self.kind}"
+        return (
+            f"{self.path}:{self.line}: looks like {self.kind} (value masked: {self.length} "
+            f"characters, {self.hash}); never commit keys in fixtures. A false positive is "
+            f"allow-listed in snapshot.yml: secrets_allowlist: [{{file: {self.file}, "
+            f"line: {self.line}, hash: {self.hash}, reason: …}}]"
+        )
 
 
-def _env_key() -> str | None:
-    value = os.environ.get("DEEPSEEK_API_KEY", "").strip()
-    return value if len(value) >= _MIN_ENV_KEY else None
+def _literals(extra: Iterable[str]) -> tuple[str, ...]:
+    values = [os.environ.get("DEEPSEEK_API_KEY", ""), *extra]
+    return tuple(v.strip() for v in values if len(v.strip()) >= _MIN_LITERAL)
 
 
-def scan_file(path: Path) -> list[KeyFinding]:
-    """Every line of one file that holds a key-like string or the live ``DEEPSEEK_API_KEY``."""
-    try:
-        text = path.read_bytes().decode("utf-8", "replace")
-    except OSError:
-        return []
-    env_key = _env_key()
-    findings: list[KeyFinding] = []
+def _hits(view: str, literals: Sequence[str]) -> Iterator[tuple[str, str]]:
+    for value in literals:
+        if value in view:
+            yield "the value of DEEPSEEK_API_KEY", value
+    for kind, pattern in KEY_PATTERNS:
+        for match in pattern.finditer(view):
+            yield kind, match.group(0)
+    for kind, plugin in _detectors():
+        for value in cast(Iterator[str], plugin.analyze_string(view)):
+            yield kind, value
+
+
+def scan_text(
+    text: str, path: Path, file: str = "", literals: Iterable[str] = ()
+) -> list[KeyFinding]:
+    """Findings in one text: every decoded view of every line, then the joined streams.
+
+    One finding per (line, value); the first detector to name a value names its kind. A
+    value seen only once its stream is joined is reported at the stream's first line as
+    split across chunks.
+    """
+    keys = _literals(literals)
+    found: dict[tuple[int, str], KeyFinding] = {}
     for number, line in enumerate(text.splitlines(), 1):
-        if env_key is not None and env_key in line:
-            findings.append(KeyFinding(path, number, "the value of DEEPSEEK_API_KEY"))
+        values: list[str] = []
+        for view in line_views(line):
+            for kind, value in _hits(view, keys):
+                # Two detectors flagging overlapping text (``api_key = "X"`` and ``X``) are
+                # one finding, named by the first.
+                if not any(value in v or v in value for v in values):
+                    values.append(value)
+                    found[(number, value)] = KeyFinding(
+                        path, number, kind, digest(value), len(value), file
+                    )
+    whole = {value for (_, value) in found}
+    for starts, joined in split_views(text):
+        for view in line_views(joined):
+            for kind, value in _hits(view, keys):
+                if value not in whole:
+                    whole.add(value)
+                    number = line_at(starts, max(joined.find(value), 0))
+                    found[(number, value)] = KeyFinding(
+                        path,
+                        number,
+                        f"{kind}, split across streamed chunks from this line on",
+                        digest(value),
+                        len(value),
+                        file,
+                    )
+    return sorted(found.values(), key=lambda f: (f.line, f.kind, f.hash))
+
+
+def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[KeyFinding]:
+    """Every finding in one regular file, read in each plausible encoding."""
+    name = file or path.name
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return [KeyFinding(path, 0, "not a regular file: a scenario holds only files")]
+        if info.st_size > _MAX_FILE:
+            return [KeyFinding(path, 0, f"larger than {_MAX_FILE} bytes: too large to scan")]
+        data = path.read_bytes()
+    except OSError as exc:
+        return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc.strerror})")]
+    findings: dict[tuple[int, str], KeyFinding] = {}
+    for text in file_texts(data):
+        for finding in scan_text(text, path, name, literals):
+            findings.setdefault((finding.line, finding.hash), finding)
+    return sorted(findings.values(), key=lambda f: (f.line, f.kind, f.hash))
+
+
+def _entries(folder: Path) -> Iterator[tuple[Path, str, Path | KeyFinding]]:
+    """``(path, relative name, real file or problem)`` for every file under ``folder``.
+
+    Hidden entries are included. A symlink is followed when its target stays inside the
+    folder (each real directory is walked once, so a loop ends); one that leads out, dangles
+    or loops is a finding, never read.
+    """
+    root = folder.resolve()
+    seen: set[Path] = {root}
+    stack: list[tuple[Path, str]] = [(folder, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError as exc:
+            yield directory, prefix, KeyFinding(directory, 0, f"cannot be listed ({exc.strerror})")
             continue
-        for kind, pattern in KEY_PATTERNS:
-            if pattern.search(line):
-                findings.append(KeyFinding(path, number, kind))
-                break
-    return findings
+        for name in names:
+            entry, rel = directory / name, f"{prefix}{name}"
+            try:
+                real = entry.resolve(strict=True)
+            except (OSError, RuntimeError):
+                yield entry, rel, KeyFinding(entry, 0, "a symlink that dangles or loops")
+                continue
+            if not inside(real, root):
+                yield (
+                    entry,
+                    rel,
+                    KeyFinding(
+                        entry, 0, f"a symlink leading outside the scenario folder (to {real})"
+                    ),
+                )
+            elif real.is_dir():
+                if real not in seen:
+                    seen.add(real)
+                    stack.append((entry, f"{rel}/"))
+            else:
+                yield entry, rel, real
 
 
-def _files(folder: Path) -> Iterator[Path]:
-    for entry in sorted(folder.rglob("*")):
-        if entry.is_file() and not any(p.startswith(".") for p in entry.relative_to(folder).parts):
-            yield entry
+def scan_folder(
+    folder: Path,
+    allowlist: Sequence[AllowEntry] = (),
+    literals: Iterable[str] = (),
+    display: Path | None = None,
+    *,
+    report_stale: bool = True,
+) -> list[KeyFinding]:
+    """Every finding under a scenario folder that ``allowlist`` does not name.
 
-
-def scan_folder(folder: Path) -> list[KeyFinding]:
-    """The findings of every file under a scenario folder (hidden files excepted)."""
+    Args:
+        folder: the folder to scan (a scenario, or a staging folder).
+        allowlist: reviewed false positives (``snapshot.yml``'s ``secrets_allowlist``).
+        literals: values that must not appear anywhere (the live key of a record run).
+        display: the folder to name in findings instead of ``folder`` (a staging folder's
+            files are reported where they would be published).
+        report_stale: also report allow-list entries that match no finding (a stale entry
+            must be looked at again); off for a staging folder, which holds only part of
+            the scenario.
+    """
+    allowed = {(e.file, e.line, e.hash): i for i, e in enumerate(allowlist)}
+    used: set[int] = set()
+    shown = display or folder
     out: list[KeyFinding] = []
-    for path in _files(folder):
-        out.extend(scan_file(path))
+    for _entry, rel, target in _entries(folder):
+        if isinstance(target, KeyFinding):
+            out.append(KeyFinding(shown / rel, 0, target.kind, file=rel))
+            continue
+        for f in scan_file(target, rel, literals):
+            index = allowed.get((rel, f.line, f.hash))
+            if index is None:
+                out.append(KeyFinding(shown / rel, f.line, f.kind, f.hash, f.length, rel))
+            else:
+                used.add(index)
+    if report_stale:
+        out.extend(
+            KeyFinding(
+                shown / META_FILE,
+                0,
+                f"field 'secrets_allowlist.{index}' ({entry.file} line {entry.line}) matches "
+                "no finding of the key scan: remove or correct the entry",
+                file=META_FILE,
+            )
+            for entry, index in zip(allowlist, range(len(allowlist)), strict=True)
+            if index not in used
+        )
     return out
+
+
+def redact(text: str, literals: Iterable[str] = ()) -> str:
+    """``text`` with every value the detectors flag replaced by a masked marker.
+
+    The last guard on what the tool prints: failure messages quote fixtures and agent
+    output, which may hold what a scan would flag.
+    """
+    keys = _literals(literals)
+    values = {value for _, value in _hits(text, keys)}
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, f"<masked {len(value)} chars {digest(value)[:19]}…>")
+    return text

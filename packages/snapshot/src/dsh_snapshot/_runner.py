@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,8 +23,10 @@ from dsh_core import DshError, read_log
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
+from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
-from dsh_snapshot._keyscan import scan_folder
+from dsh_snapshot._expect import check_expectations
+from dsh_snapshot._keyscan import redact, scan_folder
 from dsh_snapshot._normalize import (
     Normalizer,
     dumps_line,
@@ -33,7 +35,15 @@ from dsh_snapshot._normalize import (
     normalize_log_text,
     parse_jsonl,
 )
-from dsh_snapshot._scenario import META_FILE, Scenario, SnapshotMeta, render_meta
+from dsh_snapshot._provenance import (
+    Provenance,
+    Usage,
+    live_provenance,
+    recording_usage,
+    with_provenance,
+)
+from dsh_snapshot._publish import publish_fixtures
+from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
 
 __all__ = [
     "Check",
@@ -70,6 +80,8 @@ class RunOptions:
         allowances: deliberate differences from the fixtures to forgive; ``None`` means none
             for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
             ``snapshot.yml``), as COMPATIBILITY.md lists them.
+        child_jitter_ms: test-only, replay: each subagent child's model call first sleeps a
+            random 0..N ms (``DSH_REPLAY_CHILD_JITTER_MS``), to shuffle concurrent children.
     """
 
     mode: Mode = "replay"
@@ -79,6 +91,7 @@ class RunOptions:
     api_key: str | None = None
     check: Check = "fixtures"
     allowances: Allowances | None = None
+    child_jitter_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -97,6 +110,14 @@ class ScenarioResult:
     logs: list[list[Any]] = field(default_factory=list[list[Any]])
     frames: list[Any] = field(default_factory=list[Any])
     needs: list[str] = field(default_factory=list[str])
+    usage: Usage = field(default_factory=Usage)
+    missed: list[str] = field(default_factory=list[str])
+    attempts: int = 1
+
+    @property
+    def calls(self) -> int:
+        """Model calls of the run: replayed ones, else those the harvested logs record."""
+        return self.calls_replayed or self.usage.calls
 
     @property
     def summary(self) -> str:
@@ -142,49 +163,41 @@ def harvest(root: Path, composition: Composition) -> list[str]:
 # --- fixtures -------------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _render(rows: list[Any]) -> str:
     return "".join(dumps_line(r) + "\n" for r in rows)
 
 
 def write_fixtures(
-    scenario: Scenario, logs: list[list[Any]], frames: list[Any], recording: str | None
+    scenario: Scenario,
+    logs: list[list[Any]],
+    frames: list[Any],
+    recording: str | None,
+    literals: Iterable[str] = (),
+    provenance: Provenance | None = None,
 ) -> list[str]:
-    """Write normalised outputs into the scenario folder atomically; drop stale children.
+    """Publish normalised outputs into the scenario folder: staged, scanned, then atomically
+    moved into place; stale children are removed only then (see :func:`publish_fixtures`).
+
+    ``snapshot.yml`` gets ``recording`` and ``provenance`` (see :func:`with_provenance`) when a
+    recording is given; its other lines stay as they are.
 
     Returns:
-        the names of the files whose bytes changed.
+        the names of the files whose bytes changed (``-name`` for a removed child).
+
+    Raises:
+        DirtyRecordingError: the key scan flagged the new outputs; nothing was written.
     """
-    changed: list[str] = []
-    wanted: dict[Path, str] = {scenario.stdout_file: _render(frames)}
+    files: dict[str, str | bytes] = {scenario.stdout_file.name: _render(frames)}
     for index, rows in enumerate(logs):
         name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
-        wanted[scenario.path / name] = _render(rows)
-    if scenario.meta is not None and recording is not None:
-        meta = SnapshotMeta.model_validate({**scenario.meta.model_dump(), "recording": recording})
-        wanted[scenario.path / META_FILE] = render_meta(meta)
-    for path, text in wanted.items():
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            _atomic_write(path, text)
-            changed.append(path.name)
-    for stale in scenario.path.glob("session.*.jsonl"):
-        if stale not in wanted:
-            stale.unlink()
-            changed.append(f"-{stale.name}")
-    return sorted(changed)
+        files[name] = _render(rows)
+    allowlist: tuple[AllowEntry, ...] = ()
+    if scenario.meta is not None:
+        allowlist = scenario.meta.secrets_allowlist
+        if recording is not None:
+            meta_text = (scenario.path / META_FILE).read_text(encoding="utf-8")
+            files[META_FILE] = with_provenance(meta_text, recording, provenance, scenario.meta.loop)
+    return publish_fixtures(scenario.path, files, allowlist=allowlist, literals=literals)
 
 
 # --- the model side of a run --------------------------------------------------------------------
@@ -246,6 +259,8 @@ def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str,
         env["DSH_SNAPSHOT_OVERRIDE"] = str(scenario.override_file)
     if not options.seed_slice:
         env["DSH_REPLAY_SEED_SLICE"] = "false"
+    if options.child_jitter_ms:
+        env["DSH_REPLAY_CHILD_JITTER_MS"] = str(options.child_jitter_ms)
     return env
 
 
@@ -345,7 +360,9 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
     result = ScenarioResult(scenario, options)
     started = time.perf_counter()
     try:
-        # A scenario that needs an op, a tool or a feature we lack is not run: it says so.
+        # Links are refused before any file of the scenario is read (SECURITY.md); then a
+        # scenario that needs an op, a tool or a feature we lack is not run: it says so.
+        check_scenario_links(scenario)
         result.needs = scenario.needs(recordings=options.mode in ("replay", "refresh"))
         if result.needs:
             result.failures.append(f"needs {'; '.join(result.needs)}")
@@ -353,23 +370,48 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None) -> Scena
             _run(scenario, options, result)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
+    # The last guard: a failure quotes fixtures and agent output, which must not carry a key
+    # onto a terminal or a CI log.
+    literals = [options.api_key] if options.api_key else []
+    result.failures = [redact(f, literals) for f in result.failures]
     result.seconds = time.perf_counter() - started
     result.ok = not result.failures
     return result
 
 
+def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
+    """Record modes: check ``expect:`` of ``snapshot.yml``; a miss writes nothing."""
+    if scenario.meta is None or not scenario.meta.expect:
+        return True
+    result.missed = check_expectations(scenario.meta.expect, result.logs)
+    result.failures.extend(f"expectation missed: {m}" for m in result.missed)
+    return not result.missed
+
+
 def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> None:
-    if options.mode == "replay":
-        result.failures.extend(str(f) for f in scan_folder(scenario.path))
+    # A scenario arrives in a pull request: it is checked before anything of it runs, in
+    # every mode (SECURITY.md).
+    check_scenario_links(scenario)
+    literals = [options.api_key] if options.api_key else []
+    allowlist = scenario.meta.secrets_allowlist if scenario.meta is not None else ()
+    findings = scan_folder(scenario.path, allowlist, literals)
+    if findings:
+        result.failures.extend(f"key scan: {f}" for f in findings)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
     try:
         cwd, root = tmp / "cwd", tmp / "sessions"
         if scenario.workspace is not None:
-            shutil.copytree(scenario.workspace, cwd)
+            copy_workspace(scenario.workspace, cwd)
         else:
             cwd.mkdir()
+        check_step_paths(scenario, cwd)
         root.mkdir()
-        env = {"DSH_SESSIONS_ROOT": str(root), "DSH_PERSISTENCE": options.composition}
+        env = {
+            "DSH_SESSIONS_ROOT": str(root),
+            "DSH_PERSISTENCE": options.composition,
+            "DSH_LOOP_PROFILE": scenario.loop,
+        }
         replaying = options.mode in ("replay", "refresh") or scenario.authored
         # Recorded commands run confined; only a live recording may reach the network.
         env |= {
@@ -390,14 +432,15 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                     "DSH_MODEL_CLIENT": "deepseek",
                     "DEEPSEEK_BASE_URL": base,
                     "DEEPSEEK_API_KEY": "scripted",
+                    # The scripted server routes each request to its session by this header.
+                    "DEEPSEEK_SEND_SESSION_ID": "true",
                 }
             else:
                 if not options.api_key:
                     raise AgentError("record needs DEEPSEEK_API_KEY")
+                # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
+                env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
-                for name in ("DEEPSEEK_BASE_URL", "DEEPSEEK_MODEL"):
-                    if os.environ.get(name):
-                        env[name] = os.environ[name]
             agent = AgentProcess(cwd, base_env(env), options.timeout)
             try:
                 for step in scenario.steps:
@@ -413,6 +456,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
         logs = [normalize_log_text(t, f"{root}[{i}]", norm) for i, t in enumerate(texts)]
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames
+        result.usage = recording_usage(logs)
         consumed = True
         if replaying:
             before = len(result.failures)
@@ -428,7 +472,7 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
             if allowances is None:
                 allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
             _compare(scenario, logs, frames, result, allowances)
-        elif not result.failures:
+        elif not result.failures and _meets_expectations(scenario, result):
             recording = None
             if scenario.meta is not None:
                 recording = (
@@ -438,8 +482,11 @@ def _run(scenario: Scenario, options: RunOptions, result: ScenarioResult) -> Non
                         options.mode, scenario.meta.recording
                     )
                 )
-            result.written = write_fixtures(scenario, logs, frames, recording)
-            # A live recording is where a key could slip in: say so now, not at the next gate.
-            result.failures.extend(str(f) for f in scan_folder(scenario.path))
+            provenance = None
+            if recording == "live":
+                from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
+
+                provenance = live_provenance(DeepSeekSettings(), result.usage)
+            result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -11,26 +11,31 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_core import DshError
+from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
+from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._needs import scenario_needs
+from dsh_snapshot._provenance import Provenance
 
 __all__ = [
     "INPUT_FILE",
+    "AllowEntry",
     "META_FILE",
     "SCRIPT_FILE",
     "Scenario",
     "ScenarioError",
     "SnapshotMeta",
     "Step",
+    "detect_loop_profile",
     "discover",
     "load_scenario",
-    "render_meta",
+    "path_problem",
+    "step_paths",
 ]
 
 INPUT_FILE = "input.json"
@@ -38,6 +43,7 @@ META_FILE = "snapshot.yml"
 SCRIPT_FILE = "model.script.json"
 OVERRIDE_FILE = "replay.override.json"
 STDOUT_FILES = ("stdout.expected.jsonl", "stdout.golden.jsonl")
+PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 Recording = Literal["live", "scripted", "authored"]
@@ -54,6 +60,34 @@ class ScenarioError(DshError):
         super().__init__(f"{path}:{what} {reason}")
 
 
+def _relative_inside(value: str, base: str = "the scenario folder") -> str:
+    posix = PurePosixPath(value)
+    if posix.is_absolute() or value.startswith("~") or "\\" in value:
+        raise ValueError(f"{value!r} must be a path relative to {base}, with /")
+    if ".." in posix.parts or "\x00" in value:
+        raise ValueError(f"{value!r} must stay inside {base} (no '..')")
+    return posix.as_posix()
+
+
+class AllowEntry(BaseModel):
+    """One reviewed false positive of the key scan, as ``snapshot.yml`` lists it.
+
+    Attributes:
+        file: the file, relative to the scenario folder (``workspace/notes.txt``).
+        line: the 1-based line the scan reported.
+        hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
+            value itself).
+        reason: why this is not a secret; a reviewer reads it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
+    line: int = Field(ge=1)
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    reason: str = Field(min_length=8, pattern=r"\S")
+
+
 class SnapshotMeta(BaseModel):
     """The contents of ``snapshot.yml``."""
 
@@ -63,7 +97,12 @@ class SnapshotMeta(BaseModel):
     profile: str = Field(min_length=1)
     composition: Literal["default", "jsonl", "sqlite"] = "default"
     recording: Recording
+    loop: LoopProfile = DEFAULT_LOOP_PROFILE
+    """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
     description: str | None = None
+    expect: list[PromptExpectation] | None = None
+    provenance: Provenance | None = None
+    secrets_allowlist: tuple[AllowEntry, ...] = ()
 
 
 class Step(BaseModel):
@@ -84,6 +123,51 @@ class Step(BaseModel):
     def raw(self) -> dict[str, Any]:
         """The step as written in ``input.json`` (its own field names, set fields only)."""
         return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+# A step field whose name ends like one of these names a path (``cwd``, ``waitForFile.path``,
+# ``additionalDirectories``, ``readyFile``): whatever the op, it must stay inside the run.
+_PATH_FIELD = re.compile(r"(?i)(cwd|path|paths|file|files|dir|dirs|directory|directories)$")
+
+
+def step_paths(step: Step) -> list[tuple[str, str]]:
+    """``(field, value)`` for every path a step names, at any depth of its extra fields.
+
+    ``field`` is the dotted location inside the step (``waitForFile.path``,
+    ``additionalDirectories.0``); a non-string value under a path-like name is returned as its
+    ``repr`` so the check refuses it.
+    """
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, where: str, pathish: bool) -> None:
+        if isinstance(value, dict):
+            obj: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for key, item in obj.items():
+                walk(item, f"{where}.{key}" if where else key, bool(_PATH_FIELD.search(key)))
+        elif isinstance(value, list):
+            items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+            for index, item in enumerate(items):
+                walk(item, f"{where}.{index}", pathish)
+        elif pathish:
+            found.append((where, value if isinstance(value, str) else repr(value)))
+
+    fields = step.raw
+    if step.op == "newSessionExpectError":
+        # Sent to the agent only to be refused (the step fails if it is accepted); the run
+        # never opens them, so they need not lie inside it (upstream's reject-extra-dirs
+        # names "/extra-dir").
+        fields.pop("additionalDirectories", None)
+    walk(fields, "", False)
+    return found
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path named by a scenario cannot stay inside the run, or ``None``."""
+    try:
+        _relative_inside(value, "the run's working directory")
+    except ValueError as exc:
+        return f"{exc}: a scenario may only name paths inside its run"
+    return None
 
 
 class _Input(BaseModel):
@@ -117,6 +201,13 @@ class Scenario:
     steps: tuple[Step, ...]
     stdout_file: Path
     session_files: tuple[Path, ...]
+
+    @property
+    def loop(self) -> LoopProfile:
+        """The loop profile to run: ``snapshot.yml``'s, or an upstream folder's detected era."""
+        if self.meta is not None:
+            return self.meta.loop
+        return detect_loop_profile(self.session_files)
 
     def compositions(self, requested: Sequence[str]) -> list[str]:
         """The persistence backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
@@ -190,6 +281,40 @@ class Scenario:
         return tuple(out)
 
 
+# Event types only upstream's later agent writes; the June-era agent never did.
+_CURRENT_ERA_EVENTS = frozenset(
+    {"request/header", "session/end-seed", "subagent/descriptor", "agent/inbox/spliced"}
+)
+
+
+def detect_loop_profile(session_files: Sequence[Path]) -> LoopProfile:
+    """The era of an upstream folder's recording, from its session logs.
+
+    ``current`` when a log holds an event type only the later agent writes (``request/header``,
+    ``session/end-seed``, ``subagent/descriptor``, ``agent/inbox/spliced``) or the primary's
+    header carries ``delegationDepth`` (the June agent wrote it on children only); ``june``
+    otherwise, including when there is no log at all. Unreadable lines are skipped: the
+    scenario run reports them properly.
+    """
+    for index, path in enumerate(session_files):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(lines):
+            try:
+                row: Any = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if number == 0 and index == 0 and "delegationDepth" in row:
+                return "current"
+            if row.get("type") in _CURRENT_ERA_EVENTS:  # pyright: ignore[reportUnknownMemberType]
+                return "current"
+    return "june"
+
+
 def _load_meta(path: Path) -> SnapshotMeta:
     try:
         raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -215,9 +340,28 @@ def _load_steps(path: Path) -> tuple[Step, ...]:
         field, msg = _field_of(exc)
         raise ScenarioError(path, field, msg) from None
     for index, step in enumerate(steps):
-        if step.op in ("prompt", "promptAndCancel", "promptExpectError") and step.text is None:
+        if step.op in PROMPT_OPS and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
+        for field, value in step_paths(step):
+            problem = path_problem(value)
+            if problem is not None:
+                raise ScenarioError(path, f"steps.{index}.{field}", problem)
     return tuple(steps)
+
+
+def _check_expect_prompts(path: Path, meta: SnapshotMeta, steps: Sequence[Step]) -> None:
+    prompts = sum(1 for s in steps if s.op in PROMPT_OPS)
+    seen: set[int] = set()
+    for index, exp in enumerate(meta.expect or []):
+        if exp.prompt > prompts:
+            raise ScenarioError(
+                path,
+                f"expect.{index}.prompt",
+                f"prompt {exp.prompt} does not exist: input.json has {prompts} prompt steps",
+            )
+        if exp.prompt in seen:
+            raise ScenarioError(path, f"expect.{index}.prompt", f"prompt {exp.prompt} twice")
+        seen.add(exp.prompt)
 
 
 def _session_files(folder: Path) -> tuple[Path, ...]:
@@ -253,6 +397,8 @@ def load_scenario(folder: Path) -> Scenario:
     meta_file = folder / META_FILE
     meta = _load_meta(meta_file) if meta_file.is_file() else None
     steps = _load_steps(folder / INPUT_FILE)
+    if meta is not None:
+        _check_expect_prompts(meta_file, meta, steps)
     stdout = next(
         (folder / n for n in STDOUT_FILES if (folder / n).is_file()), folder / STDOUT_FILES[0]
     )
@@ -283,16 +429,3 @@ def discover(paths: Iterable[Path]) -> list[Scenario]:
             if folder not in seen:
                 seen[folder] = load_scenario(folder)
     return sorted(seen.values(), key=lambda s: (s.name, str(s.path)))
-
-
-def render_meta(meta: SnapshotMeta) -> str:
-    """``snapshot.yml`` text in a fixed key order, so rewriting it is byte-stable."""
-    lines = [
-        f"version: {meta.version}",
-        f"profile: {meta.profile}",
-        f"composition: {meta.composition}",
-        f"recording: {meta.recording}",
-    ]
-    if meta.description is not None:
-        lines.append(f"description: {json.dumps(meta.description, ensure_ascii=False)}")
-    return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dsh_snapshot._batch import jobs_from, print_results, run_many, run_proof
+from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scenario import Scenario, ScenarioError, discover
 
@@ -67,7 +68,21 @@ def _parser() -> argparse.ArgumentParser:
                 help="keyless: record against the scripted model server "
                 "(model.script.json) and mark the scenario 'scripted'",
             )
-    add("list", "list the scenarios under the given paths")
+            cmd.add_argument(
+                "--retries",
+                type=int,
+                default=None,
+                help="re-record a live recording that misses its expectations up to this "
+                "many times (default: DSH_RECORD_RETRIES, else 2)",
+            )
+    listing = add("list", "list the scenarios under the given paths, with model and age")
+    listing.add_argument(
+        "--max-age",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="exit 1 when a live recording is older than DAYS days",
+    )
     return parser
 
 
@@ -80,14 +95,23 @@ def record_key() -> str | None:
     return key or None
 
 
-def _list(console: Console, scenarios: Sequence[Scenario]) -> None:
+def _list(console: Console, scenarios: Sequence[Scenario], max_age: int | None) -> int:
     table = Table(title="dsh-snapshot scenarios")
-    for column in ("scenario", "recording", "sessions", "steps", "fork", "path"):
+    for column in ("scenario", "recording", "model", "age", "sessions", "steps", "fork", "path"):
         table.add_column(column, overflow="fold")
+    stale: list[str] = []
     for s in scenarios:
+        provenance = s.meta.provenance if s.meta else None
+        age = provenance.age_days() if provenance else None
+        if age is not None and max_age is not None and age > max_age:
+            stale.append(
+                f"{s.name} was recorded {age} days ago ({provenance and provenance.recordedAt})"
+            )
         table.add_row(
             s.name,
             s.meta.recording if s.meta else "upstream",
+            provenance.model if provenance else "",
+            f"{age} days" if age is not None else "",
             str(len(s.session_files)),
             str(len(s.steps)),
             "yes" if s.fork_children else "",
@@ -95,6 +119,50 @@ def _list(console: Console, scenarios: Sequence[Scenario]) -> None:
         )
     console.print(table)
     console.print(f"{len(scenarios)} scenarios", highlight=False)
+    for line in stale:
+        console.print(
+            f"dsh-snapshot list: {line}, more than --max-age {max_age}: re-record it "
+            "(nox -s snapshot_record)",
+            highlight=False,
+        )
+    return 1 if stale else 0
+
+
+def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Namespace) -> int:
+    scripted = cast(bool, args.scripted)
+    api_key = None
+    if not scripted:
+        api_key = record_key()
+        if api_key is None:
+            print(
+                "dsh-snapshot record: skipped: no DEEPSEEK_API_KEY in the environment or "
+                "./.env (use `dsh-snapshot record --scripted` to record keylessly)"
+            )
+            return 0
+        problem = preflight_problem()
+        if problem is not None:
+            console.print(
+                f"dsh-snapshot record: stopped before any scenario, nothing written: {problem}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            return 1
+    retries = cast(int | None, args.retries)
+    options = RunOptions(
+        mode="record-scripted" if scripted else "record",
+        timeout=cast(float, args.timeout),
+        api_key=api_key,
+    )
+    runs = record_all(
+        console,
+        scenarios,
+        options,
+        RecordSettings().retries if retries is None else max(retries, 0),
+        jobs_from(cast(str, args.jobs)),
+    )
+    print_record_summary(console, runs)
+    return 0 if all(r.result.ok for r in runs) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,8 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"dsh-snapshot: {exc}", highlight=False, markup=False)
         return 2
     if command == "list":
-        _list(console, scenarios)
-        return 0
+        return _list(console, scenarios, cast(int | None, args.max_age))
     if not scenarios:
         console.print(
             "dsh-snapshot: no scenario folders (holding input.json) under "
@@ -121,21 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     timeout = cast(float, args.timeout)
     if command == "proof":
         return 0 if run_proof(console, scenarios, RunOptions(timeout=timeout), jobs) else 1
-    mode: Mode = cast(Mode, command)
-    api_key = None
-    compositions: list[Composition] = ["jsonl"]
     if command == "record":
-        if cast(bool, args.scripted):
-            mode = "record-scripted"
-        else:
-            api_key = record_key()
-            if api_key is None:
-                print(
-                    "dsh-snapshot record: skipped: no DEEPSEEK_API_KEY in the environment or "
-                    "./.env (use `dsh-snapshot record --scripted` to record keylessly)"
-                )
-                return 0
-    elif command == "replay":
+        return _record(console, scenarios, args)
+    mode: Mode = cast(Mode, command)
+    compositions: list[Composition] = ["jsonl"]
+    if command == "replay":
         names = [c.strip() for c in cast(str, args.composition).split(",") if c.strip()]
         bad = [n for n in names if n not in _COMPOSITIONS]
         if bad or not names:
@@ -146,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         compositions = cast(list[Composition], names)
-    options = RunOptions(mode=mode, timeout=timeout, api_key=api_key)
+    options = RunOptions(mode=mode, timeout=timeout)
     results = run_many(scenarios, options, compositions, jobs)
     print_results(console, results, f"dsh-snapshot {command}")
     return 0 if all(r.ok for r in results) else 1

@@ -119,6 +119,19 @@ class ScenarioFolder(pytest.Directory):
             )
 
 
+_PREFLIGHT: list[str | None] = []
+
+
+def _preflight_once() -> None:
+    """A live record checks the endpoint once per process before its first scenario."""
+    if not _PREFLIGHT:
+        from dsh_snapshot._record import preflight_problem  # noqa: PLC0415 - record mode only
+
+        _PREFLIGHT.append(preflight_problem())
+    if _PREFLIGHT[0] is not None:
+        pytest.exit(f"record: stopped before any scenario, nothing written: {_PREFLIGHT[0]}", 1)
+
+
 class ScenarioItem(pytest.Item):
     """Run one scenario with one persistence backend in the mode ``DSH_SNAPSHOT`` names."""
 
@@ -139,6 +152,7 @@ class ScenarioItem(pytest.Item):
             api_key = record_key()
             if api_key is None:
                 pytest.skip("record: no DEEPSEEK_API_KEY in the environment or ./.env")
+            _preflight_once()
         result = run_scenario(
             self.scenario,
             RunOptions(
@@ -152,7 +166,7 @@ class ScenarioItem(pytest.Item):
             # An upstream recording of a feature we lack: not ours to fail, but said plainly.
             pytest.skip(result.summary)
         self.user_properties.append(("sessions", result.sessions))
-        self.user_properties.append(("calls_replayed", result.calls_replayed))
+        self.user_properties.append(("calls_replayed", result.calls))
         if not result.ok:
             raise ScenarioFailure(result.failures)
 

@@ -2,13 +2,16 @@
 
 ``ScriptedModelServer`` is a real HTTP server on 127.0.0.1 that answers
 ``POST /chat/completions`` with scripted server-sent events, per session (routed by the
-``X-DSH-Session-Id`` header), with scripted faults (``Fault``) and pauses (``Pause``). A
-``DeepSeekClient`` pointed at it yields exactly the scripted chunks. ``main`` is the console
-script ``dsh-scripted-model-server``. This module does not import pytest.
+``X-DSH-Session-Id`` header, or by content through a ``ScriptLibrary`` of scenario folders),
+with scripted faults (``Fault``) and pauses (``Pause``), and serves ``GET /models``. A
+``DeepSeekClient`` pointed at it (with ``send_session_id``, unless a library routes) yields
+exactly the scripted chunks. Its strict mode behaves as the live API does today. ``main`` is
+the console script ``dsh-scripted-model-server``. This module does not import pytest.
 """
 
 from dsh_llm_deepseek.testing._cli import main
 from dsh_llm_deepseek.testing._encode import ChunkEncoder
+from dsh_llm_deepseek.testing._library import ScriptLibrary
 from dsh_llm_deepseek.testing._script import (
     Fault,
     Pause,
@@ -18,7 +21,7 @@ from dsh_llm_deepseek.testing._script import (
     parse_script_document,
     validate_script,
 )
-from dsh_llm_deepseek.testing._server import RecordedRequest, ScriptedModelServer
+from dsh_llm_deepseek.testing._server import RecordedRequest, Router, ScriptedModelServer
 
 __all__ = [
     "ChunkEncoder",
@@ -26,7 +29,9 @@ __all__ = [
     "Pause",
     "RecordedRequest",
     "Response",
+    "Router",
     "ScriptError",
+    "ScriptLibrary",
     "ScriptedModelServer",
     "load_script_file",
     "main",

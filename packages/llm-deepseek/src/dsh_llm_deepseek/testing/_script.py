@@ -3,7 +3,7 @@
 A script is a list of responses, one per ``POST /chat/completions`` of a session. A response is
 a list of dsh chunks (optionally with :class:`Pause` markers) or a :class:`Fault`. The file
 format is ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
-``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte", …}}``.
+``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte" | "empty" | "raw", …}}``.
 """
 
 from __future__ import annotations
@@ -62,17 +62,24 @@ class Fault:
     Build one with :meth:`status`, :meth:`drop_after` or :meth:`slow_first_byte`.
     """
 
-    kind: Literal["status", "drop-after", "slow-first-byte"]
+    kind: Literal["status", "drop-after", "slow-first-byte", "empty", "raw"]
     status_code: int = 200
     retry_after: float | None = None
     message: str | None = None
+    body: str | None = None
     after: int = 0
     seconds: float = 0.0
     chunks: tuple[Chunk, ...] = ()
+    parts: tuple[str | float, ...] = ()
 
     @classmethod
     def status(
-        cls, status: int, *, retry_after: float | None = None, message: str | None = None
+        cls,
+        status: int,
+        *,
+        retry_after: float | None = None,
+        message: str | None = None,
+        body: str | None = None,
     ) -> Fault:
         """Answer with HTTP ``status`` and an OpenAI-style JSON error body.
 
@@ -80,10 +87,32 @@ class Fault:
             status: the HTTP status (4xx or 5xx).
             retry_after: seconds sent as the ``Retry-After`` header.
             message: ``error.message`` of the body (a default names the status).
+            body: send this text as the whole body instead (an HTML page from a proxy, …);
+                ``text/html`` when it starts with ``<``, else ``text/plain``.
         """
         if not 400 <= status <= 599:
             raise ValueError(f"Fault.status needs a 4xx or 5xx status, got {status}")
-        return cls("status", status_code=status, retry_after=retry_after, message=message)
+        if message is not None and body is not None:
+            raise ValueError("Fault.status takes a message or a body, not both")
+        return cls(
+            "status", status_code=status, retry_after=retry_after, message=message, body=body
+        )
+
+    @classmethod
+    def raw(cls, parts: Sequence[str | float]) -> Fault:
+        """Answer 200 ``text/event-stream`` and write ``parts`` as they are: each string is
+        sent (SSE text: ``"data: …\\n\\n"``, ``": keep-alive\\n\\n"``), each number is a
+        pause in seconds. For what chunks cannot express: keep-alive comments, error events,
+        a ``finish_reason`` such as ``content_filter``."""
+        for part in parts:
+            if not isinstance(part, str) and (isinstance(part, bool) or part < 0):
+                raise ValueError(f"Fault.raw pauses must be seconds >= 0, got {part!r}")
+        return cls("raw", parts=tuple(parts))
+
+    @classmethod
+    def empty(cls) -> Fault:
+        """Stream a completion that opens no content block: ``finish_reason: stop``, usage."""
+        return cls("empty")
 
     @classmethod
     def drop_after(cls, n_chunks: int, chunks: Sequence[Chunk] | None = None) -> Fault:
@@ -231,6 +260,18 @@ class _StatusFault(BaseModel):
     status: int = Field(ge=400, le=599)
     retryAfter: float | None = Field(default=None, ge=0)
     message: str | None = None
+    body: str | None = None
+
+
+class _RawFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["raw"]
+    parts: list[str | float]
+
+
+class _EmptyFault(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["empty"]
 
 
 class _DropFault(BaseModel):
@@ -251,6 +292,8 @@ _FAULT_MODELS: dict[str, type[BaseModel]] = {
     "status": _StatusFault,
     "drop-after": _DropFault,
     "slow-first-byte": _SlowFault,
+    "empty": _EmptyFault,
+    "raw": _RawFault,
 }
 
 
@@ -340,7 +383,19 @@ def _item(raw: object, source: str, path: str) -> Response:
     model = _tagged(_FAULT_MODELS, item["fault"], "kind", source, where)
     fault = _check(model, item["fault"], source, where)
     if isinstance(fault, _StatusFault):
-        return Fault.status(fault.status, retry_after=fault.retryAfter, message=fault.message)
+        try:
+            return Fault.status(
+                fault.status, retry_after=fault.retryAfter, message=fault.message, body=fault.body
+            )
+        except ValueError as exc:
+            raise ScriptError(source, where, str(exc)) from None
+    if isinstance(fault, _EmptyFault):
+        return Fault.empty()
+    if isinstance(fault, _RawFault):
+        try:
+            return Fault.raw(fault.parts)
+        except ValueError as exc:
+            raise ScriptError(source, where, str(exc)) from None
     assert isinstance(fault, _DropFault | _SlowFault)
     chunks = (
         None if fault.chunks is None else validate_chunks(fault.chunks, source, f"{where}.chunks")

@@ -1,40 +1,35 @@
 """``ScriptedModelServer``: a real HTTP server on 127.0.0.1 that plays scripted responses.
 
-It speaks DeepSeek's OpenAI-compatible streaming protocol at ``/chat/completions`` and routes
-each request by its ``X-DSH-Session-Id`` header to that session's script.
+It speaks DeepSeek's OpenAI-compatible streaming protocol at ``/chat/completions`` (and serves
+``GET /models``) and routes each chat request by its ``X-DSH-Session-Id`` header to that
+session's script.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import socket
-import sys
 import threading
-import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
-from dsh_core import Chunk
 from dsh_llm_deepseek._client import SESSION_HEADER
-from dsh_llm_deepseek.testing._encode import ChunkEncoder
+from dsh_llm_deepseek._settings import SERVED_MODELS
+from dsh_llm_deepseek.testing._handler import HTTPServer
 from dsh_llm_deepseek.testing._script import (
     Fault,
-    Pause,
     Response,
     load_script_file,
     validate_script,
 )
 
-__all__ = ["RecordedRequest", "ScriptedModelServer"]
+__all__ = ["RecordedRequest", "Router", "ScriptedModelServer"]
 
-_log = logging.getLogger("dsh_llm_deepseek.testing")
+Router = Callable[[dict[str, Any] | None], tuple[Response | None, str | None]]
+"""Answers a chat request body by content (see ``ScriptLibrary.route``): a response, or
+``None`` and the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,170 +63,6 @@ class _Script:
     cursor: int = 0
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    owner: ScriptedModelServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Log instead of printing to stderr; a client hanging up is not worth a line."""
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError):
-            return
-        _log.error("scripted model server: error serving %s", client_address, exc_info=True)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    @property
-    def owner(self) -> ScriptedModelServer:
-        return cast(_HTTPServer, self.server).owner
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the stdlib's per-request stderr lines."""
-
-    def do_POST(self) -> None:
-        try:
-            self._serve()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-            # The client gave up (timeout, cancellation): nothing left to answer.
-            self.close_connection = True
-
-    def _serve(self) -> None:
-        owner = self.owner
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        received = time.monotonic()
-        body: dict[str, Any] | None = None
-        try:
-            decoded = json.loads(raw)
-            if isinstance(decoded, dict):
-                body = cast(dict[str, Any], decoded)
-        except ValueError:
-            pass
-        auth = self.headers.get("Authorization") or ""
-        authorized = auth.startswith("Bearer ") and len(auth) > len("Bearer ")
-        session_id = self.headers.get(SESSION_HEADER)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            owner._record(
-                session_id, 0, body, received, 404, "no such endpoint", authorized, self.path
-            )
-            self._error(404, f"no such endpoint: {self.path}", session_id, 0)
-            return
-        if owner.api_key is not None and auth != f"Bearer {owner.api_key}":
-            owner._record(session_id, 0, body, received, 401, "bad API key", authorized, self.path)
-            self._error(401, "Authentication Fails, Your api key is invalid", session_id, 0)
-            return
-        call, response, error = owner._next_response(session_id)
-        if response is None:
-            message = error or "no response"
-            owner._record(session_id, call, body, received, 500, message, authorized, self.path)
-            self._error(500, message, session_id, call)
-            return
-        status = (
-            response.status_code
-            if isinstance(response, Fault) and (response.kind == "status")
-            else 200
-        )
-        owner._record(session_id, call, body, received, status, None, authorized, self.path)
-        model = str((body or {}).get("model", "scripted"))
-        if not isinstance(response, Fault):
-            self._stream(model, response, None)
-        elif response.kind == "status":
-            message = response.message or f"scripted HTTP {response.status_code}"
-            self._error(
-                response.status_code, message, session_id, call, retry_after=response.retry_after
-            )
-        elif response.kind == "drop-after":
-            self._stream(model, response.chunks, response.after)
-        else:
-            if owner._stopping.wait(response.seconds):
-                self.close_connection = True
-                return
-            self._stream(model, response.chunks, None)
-
-    def _error(
-        self,
-        status: int,
-        message: str,
-        session_id: str | None,
-        call: int,
-        *,
-        retry_after: float | None = None,
-    ) -> None:
-        payload = json.dumps(
-            {
-                "error": {
-                    "message": message,
-                    "type": "scripted_error",
-                    "session": session_id,
-                    "call": call,
-                }
-            }
-        ).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        if retry_after is not None:
-            self.send_header("Retry-After", f"{retry_after:g}")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-    def _stream(self, model: str, chunks: Sequence[Chunk | Pause], drop_after: int | None) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        encoder = ChunkEncoder(model)
-        sent = 0
-
-        def send(event: dict[str, Any] | str) -> bool:
-            nonlocal sent
-            if drop_after is not None and sent >= drop_after:
-                return False
-            data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
-            self._write_chunk(f"data: {data}\n\n".encode())
-            sent += 1
-            return True
-
-        self._write_chunk(f"data: {json.dumps(encoder.preamble())}\n\n".encode())
-        for item in chunks:
-            if isinstance(item, Pause):
-                item._reached.set()
-                while not item._released.wait(0.05):
-                    if self.owner._stopping.is_set():
-                        self._drop()
-                        return
-                continue
-            for event in encoder.encode(item):
-                if not send(event):
-                    self._drop()
-                    return
-        for event in encoder.close():
-            if not send(event):
-                self._drop()
-                return
-        if encoder.finished and not send("[DONE]"):
-            self._drop()
-            return
-        if drop_after is not None:
-            self._drop()
-            return
-        self._write_chunk(b"")  # the terminating zero-length chunk
-
-    def _drop(self) -> None:
-        """Cut the connection without ending the chunked body."""
-        self.close_connection = True
-        with contextlib.suppress(OSError):  # already gone
-            self.connection.shutdown(socket.SHUT_RDWR)
-
-
 class ScriptedModelServer:
     """A scripted OpenAI-compatible SSE model server on 127.0.0.1, for tests.
 
@@ -243,10 +74,23 @@ class ScriptedModelServer:
     nothing queued, or past the end of its script, gets HTTP 500 with a JSON error body naming
     the session and call number; it is recorded like every other request.
 
+    ``GET /models`` lists ``models``. In strict mode the server behaves as the live API does
+    today (see ``_contract``): a bearer key is required (401), a model it does not serve, or a
+    tool-call turn without ``reasoning_content`` in thinking mode, gets DeepSeek's real HTTP 400
+    body (the request consumes no script response), and every error body has the live shape.
+
     Args:
         sessions: scripts to queue, as by :meth:`add_session`, in order.
         api_key: when set, requests must carry ``Authorization: Bearer <api_key>`` (else 401).
         port: the port to listen on (0 picks a free one).
+        strict: behave as the live API does (above).
+        models: the model ids ``GET /models`` serves (and strict mode accepts).
+        models_fault: a status :class:`Fault` that answers every ``GET /models`` instead
+            (401, 402, 429, 503…).
+        chat_fault: a status :class:`Fault` that answers every chat request instead, consuming
+            no script (an exhausted balance: ``Fault.status(402)``).
+        router: when given, answers every chat request by its content instead of the session
+            scripts (a ``ScriptLibrary``'s ``route``).
     """
 
     def __init__(
@@ -255,8 +99,21 @@ class ScriptedModelServer:
         *,
         api_key: str | None = None,
         port: int = 0,
+        strict: bool = False,
+        models: Sequence[str] = SERVED_MODELS,
+        models_fault: Fault | None = None,
+        router: Router | None = None,
+        chat_fault: Fault | None = None,
     ) -> None:
+        for name, fault in (("models_fault", models_fault), ("chat_fault", chat_fault)):
+            if fault is not None and fault.kind != "status":
+                raise ValueError(f"{name} must be a Fault.status(...), got kind {fault.kind!r}")
         self.api_key = api_key
+        self.strict = strict
+        self.models = tuple(models)
+        self.models_fault = models_fault
+        self.router = router
+        self.chat_fault = chat_fault
         self._port = port
         self._lock = threading.Lock()
         self._queued: deque[_Script] = deque()
@@ -264,21 +121,24 @@ class ScriptedModelServer:
         self._calls: dict[str | None, int] = {}
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         for i, script in enumerate(sessions):
             self._queued.append(_Script(validate_script(script, path=f"sessions[{i}]")))
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, api_key: str | None = None, port: int = 0
+        cls, path: str | Path, *, api_key: str | None = None, port: int = 0, **options: Any
     ) -> ScriptedModelServer:
         """A server with the sessions of a JSON script file queued in order.
+
+        ``options`` are the constructor's (``strict``, ``models``, ``models_fault``,
+        ``chat_fault``).
 
         Raises:
             ScriptError: the file is invalid (the message names the JSON path).
         """
-        return cls(load_script_file(path), api_key=api_key, port=port)
+        return cls(load_script_file(path), api_key=api_key, port=port, **options)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -286,8 +146,7 @@ class ScriptedModelServer:
         """Bind 127.0.0.1 and serve in a background thread."""
         if self._httpd is not None:
             return self
-        httpd = _HTTPServer(("127.0.0.1", self._port), _Handler)
-        httpd.owner = self
+        httpd = HTTPServer(("127.0.0.1", self._port), self)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever,
@@ -377,10 +236,15 @@ class ScriptedModelServer:
 
     # --- called by the handler threads ---------------------------------------------------------
 
-    def _next_response(self, session_id: str | None) -> tuple[int, Response | None, str | None]:
+    def _next_response(
+        self, session_id: str | None, body: dict[str, Any] | None = None
+    ) -> tuple[int, Response | None, str | None]:
         with self._lock:
             call = self._calls.get(session_id, 0) + 1
             self._calls[session_id] = call
+        if self.router is not None:
+            return (call, *self.router(body))
+        with self._lock:
             if session_id is None:
                 return call, None, f"request without a {SESSION_HEADER} header (call {call})"
             script = self._bound.get(session_id)

@@ -1,0 +1,109 @@
+"""Loop profiles: which era of upstream's agent loop the agent reproduces.
+
+``june`` is the loop the June-2026 fixtures were recorded with: tool calls run one after
+the other, a child may not delegate again, an empty completion ends the turn as it is, and
+a step that hits the token limit still runs its tool calls. ``current`` is upstream's later
+loop (``packages/core/agent-loop`` and ``packages/subagent`` at head): parallel-safe calls
+run concurrently in a bounded pool, empty completions are retried, children may delegate to
+depth 3, and a ``max-tokens`` step ends the turn and fails a child's delegation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast, get_args
+
+from dsh_core._events import ContentBlock
+
+__all__ = [
+    "DEFAULT_LOOP_PROFILE",
+    "DEFAULT_MAX_PARALLEL_TOOL_CALLS",
+    "LOOP_PROFILES",
+    "EMPTY_RESPONSE_CODE",
+    "LoopBehaviour",
+    "LoopProfile",
+    "is_empty_completion",
+    "loop_behaviour",
+]
+
+LoopProfile = Literal["june", "current"]
+LOOP_PROFILES: tuple[LoopProfile, ...] = get_args(LoopProfile)
+DEFAULT_LOOP_PROFILE: LoopProfile = "current"
+"""The profile new sessions and new recordings use."""
+
+DEFAULT_MAX_PARALLEL_TOOL_CALLS = 10
+"""Upstream's default bound on in-flight parallel-safe calls per step."""
+
+EMPTY_RESPONSE_CODE = "EMPTY_RESPONSE"
+"""The error code of a completion with no content (upstream's ``EMPTY_RESPONSE_CODE``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopBehaviour:
+    """What a profile decides, spelled out.
+
+    Attributes:
+        concurrent_tools: parallel-safe calls of one step run concurrently.
+        empty_response_retries: further ``stream()`` calls in the same step after a
+            completion with no content (0: the empty completion stands).
+        max_delegation_depth: deepest ``delegationDepth`` a child may have by default.
+        max_tokens_ends_turn: a ``max-tokens`` step ends the turn without running its tool
+            calls (otherwise its calls run and the turn goes on).
+        strict_child_outcome: a child that ends other than ``completed`` gives an error
+            result with upstream's later wording and the child's partial text; its final
+            text is its last non-empty assistant message.
+    """
+
+    concurrent_tools: bool
+    empty_response_retries: int
+    max_delegation_depth: int
+    max_tokens_ends_turn: bool
+    strict_child_outcome: bool
+
+
+_BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
+    "june": LoopBehaviour(
+        concurrent_tools=False,
+        empty_response_retries=0,
+        max_delegation_depth=1,
+        max_tokens_ends_turn=False,
+        strict_child_outcome=False,
+    ),
+    # Upstream at head: tool-calls.ts (pool), agent.ts (request-error retry, max-tokens),
+    # llm-deepseek's default retry policy (five retries), tool-subagent (maxDepth 3).
+    "current": LoopBehaviour(
+        concurrent_tools=True,
+        empty_response_retries=5,
+        max_delegation_depth=3,
+        max_tokens_ends_turn=True,
+        strict_child_outcome=True,
+    ),
+}
+
+
+def loop_behaviour(profile: LoopProfile) -> LoopBehaviour:
+    """The behaviour a profile stands for.
+
+    Raises:
+        ValueError: ``profile`` is not one of :data:`LOOP_PROFILES`.
+    """
+    behaviour = _BEHAVIOURS.get(profile)
+    if behaviour is None:
+        raise ValueError(
+            f"unknown loop profile {profile!r}; expected one of {', '.join(LOOP_PROFILES)}"
+        )
+    return behaviour
+
+
+def is_empty_completion(blocks: Sequence[ContentBlock], reason: Mapping[str, Any]) -> bool:
+    """A completion upstream's later client maps to ``EMPTY_RESPONSE``: a clean stop with no
+    block at all, or the provider's own ``EMPTY_RESPONSE`` error finish."""
+    if reason.get("kind") == "stop":
+        return not blocks
+    failure = reason.get("failure")
+    return (
+        reason.get("kind") == "error"
+        and isinstance(failure, Mapping)
+        and cast(Mapping[str, Any], failure).get("code") == EMPTY_RESPONSE_CODE
+    )

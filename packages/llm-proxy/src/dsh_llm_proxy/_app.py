@@ -1,0 +1,403 @@
+"""The proxy as a Starlette application: one engine for record, one for replay.
+
+Both serve ``POST /chat/completions`` (also under ``/v1``) and ``GET /models``; both assign
+each request to a session with the same :class:`SessionBook`. Record forwards to the upstream
+and logs; replay answers from the recorded scripts through ``dsh_llm_replay``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
+from dsh_llm_deepseek import SESSION_HEADER
+from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
+from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
+from dsh_llm_replay import ReplayCallError, ReplayModelClient, ReplayReport
+from dsh_persistence_jsonl import JsonlSessionStore
+from dsh_persistence_sqlite import SqliteSessionStore
+
+__all__ = ["DEFAULT_UPSTREAM", "REPORT_PATH", "RecordEngine", "ReplayEngine", "build_app"]
+
+DEFAULT_UPSTREAM = "https://api.deepseek.com"
+REPORT_PATH = "/_dsh/report"
+"""``GET`` it in replay mode for the consumption report (``ok``, ``problems``, bindings)."""
+
+_log = logging.getLogger("dsh_llm_proxy")
+_REDACTED = "[redacted]"
+# Statuses the OpenAI SDKs do not retry, plus their documented opt-out header: a replay error
+# must surface once, with its message, not after three identical attempts.
+_NO_RETRY = {"x-should-retry": "false"}
+# The SSE end marker at the start of a line: inside a JSON string a newline is escaped, so a
+# model that writes "data: [DONE]" in its text cannot be mistaken for it.
+_DONE = b"\ndata: [DONE]"
+
+
+def error_response(status: int, message: str, code: str) -> JSONResponse:
+    """An OpenAI-style error body, which every SDK turns into an exception with the message."""
+    return JSONResponse(
+        {"error": {"message": message, "type": "dsh_llm_proxy_error", "code": code}},
+        status_code=status,
+        headers=_NO_RETRY,
+    )
+
+
+async def _json_body(request: Request) -> dict[str, Any] | JSONResponse:
+    try:
+        body = json.loads(await request.body())
+    except ValueError as exc:
+        return error_response(400, f"dsh-llm-proxy: the request body is not JSON ({exc})", "json")
+    if not isinstance(body, dict):
+        return error_response(400, "dsh-llm-proxy: the request body is not an object", "json")
+    return cast(dict[str, Any], body)
+
+
+def _assign(book: SessionBook, request: Request, body: Mapping[str, Any]) -> Call | JSONResponse:
+    try:
+        return book.assign(body, request.headers.get(SESSION_HEADER))
+    except SessionConflictError as exc:
+        return error_response(409, f"dsh-llm-proxy: {exc}", "session-conflict")
+
+
+@dataclass
+class RecordEngine:
+    """Forwards each call to the upstream with the proxy's key and logs it.
+
+    Args:
+        store: where the session logs go.
+        upstream: the upstream API root (``/chat/completions`` is appended).
+        api_key: the upstream key, from the proxy's own environment.
+    """
+
+    store: SessionStore
+    upstream: str
+    api_key: str
+    timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        self.book = SessionBook(self.store)
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=10.0))
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close every session and the upstream connection pool (the store is the caller's)."""
+        self.book.close()
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _redact(self, data: bytes) -> bytes:
+        return data.replace(self.api_key.encode(), _REDACTED.encode()) if self.api_key else data
+
+    def _headers(self, session_id: str | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.api_key}", "Accept-Encoding": "identity"}
+        if session_id is not None:
+            headers[SESSION_HEADER] = session_id
+        return headers
+
+    async def models(self, request: Request) -> Response:
+        """``GET /models``, passed through (the key added, nothing else)."""
+        url = self.upstream.rstrip("/") + "/models"
+        try:
+            upstream = await self.http.get(url, headers=self._headers())
+        except httpx.HTTPError as exc:
+            return error_response(502, f"dsh-llm-proxy: upstream unreachable: {exc}", "upstream")
+        return Response(
+            self._redact(upstream.content),
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type", "application/json"),
+        )
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /chat/completions``: forward, stream back, log."""
+        body = await _json_body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        call = _assign(self.book, request, body)
+        if isinstance(call, JSONResponse):
+            return call
+        wants_stream = body.get("stream") is True
+        forwarded = dict(body)
+        if not wants_stream:
+            # Always stream from the upstream: the log keeps real chunk timings, and the
+            # client still gets one completion object.
+            forwarded["stream"] = True
+            forwarded["stream_options"] = {"include_usage": True}
+        url = self.upstream.rstrip("/") + "/chat/completions"
+        upstream_request = self.http.build_request(
+            "POST", url, json=forwarded, headers=self._headers(call.session_id)
+        )
+        try:
+            upstream = await self.http.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            self.book.abandon(call)
+            return error_response(502, f"dsh-llm-proxy: upstream unreachable: {exc}", "upstream")
+        if upstream.status_code != 200:
+            data = self._redact(await upstream.aread())
+            await upstream.aclose()
+            self.book.abandon(call)
+            return Response(
+                data,
+                status_code=upstream.status_code,
+                media_type=upstream.headers.get("content-type", "application/json"),
+                headers={k: v for k, v in upstream.headers.items() if k.lower() == "retry-after"},
+            )
+        relay = _Relay(self.book, call, upstream, ChunkParser())
+        if wants_stream:
+            return StreamingResponse(
+                relay.events(),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", SESSION_HEADER: call.session_id},
+            )
+        async for _ in relay.events():
+            pass
+        if relay.chunks is None:
+            return error_response(502, f"dsh-llm-proxy: {relay.failure}", "upstream")
+        model = str(body.get("model", ""))
+        return JSONResponse(
+            completion_body([c for _, c in relay.chunks], model),
+            headers={SESSION_HEADER: call.session_id},
+        )
+
+
+class _Relay:
+    """One upstream answer on its way back: forwarded as it arrives, parsed, then logged."""
+
+    def __init__(
+        self, book: SessionBook, call: Call, upstream: httpx.Response, parser: ChunkParser
+    ) -> None:
+        self._book = book
+        self._call = call
+        self._upstream = upstream
+        self._parser = parser
+        self.chunks: list[tuple[int, Chunk]] | None = None
+        self.failure = ""
+
+    async def _finish(self) -> None:
+        chunks = await self._parser.end()
+        self._book.finish(self._call, chunks)
+        self.chunks = chunks
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """The upstream body, piece by piece; an in-stream error event if it breaks."""
+        tail = b"\n"  # the body's start counts as a line start
+        try:
+            async for data in self._upstream.aiter_bytes():
+                if self.chunks is None:
+                    self._parser.feed(data)
+                    # Log the call before the client sees its end: a client that sends its
+                    # next request at once must find this session's call finished.
+                    if _DONE in tail + data:
+                        await self._finish()
+                    tail = (tail + data)[-len(_DONE) :]
+                yield data
+            if self.chunks is None:
+                await self._finish()
+        except (httpx.HTTPError, ModelError) as exc:
+            self.failure = f"the upstream stream failed: {exc}"
+            _log.warning("session %s: call not recorded: %s", self._call.session_id, exc)
+            # The OpenAI SDKs raise on an event carrying "error"; others see a stream that
+            # ends without its finish.
+            error = {"error": {"message": f"dsh-llm-proxy: {self.failure}", "code": "upstream"}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+        finally:
+            if self.chunks is None:
+                await self._parser.cancel()
+                self._book.abandon(self._call)
+            await self._upstream.aclose()
+
+
+@dataclass
+class ReplayEngine:
+    """Answers from recorded scripts, keylessly, by ``dsh_llm_replay``'s binding rules."""
+
+    client: ReplayModelClient
+    models_seen: Sequence[str] = ()
+    recorded_inputs: Mapping[str, Sequence[Sequence[str]]] = field(
+        default_factory=dict[str, Sequence[Sequence[str]]]
+    )
+
+    def __post_init__(self) -> None:
+        self.book = SessionBook(None)
+        self._calls: dict[str, int] = {}
+        self._mismatches: list[str] = []
+
+    def _mismatch(self, call: Call) -> str | None:
+        """How the live call's new messages differ from the recorded call's, if they do."""
+        number = self._calls[call.session_id] = self._calls.get(call.session_id, 0) + 1
+        scripts = {s["sessionId"]: s["script"] for s in self.client.report()["sessions"]}
+        source = scripts.get(call.session_id)
+        recorded = self.recorded_inputs.get(source or "", ())
+        if source is None or number > len(recorded):
+            return None  # unrecorded or exhausted: the replay client says so itself
+        expected, live = list(recorded[number - 1]), call.inputs()
+        if expected == live:
+            return None
+        return (
+            f"session {call.session_id} (script {source}) call {number}: the request's new "
+            f"messages differ from the recording: recorded {_clip(expected)}, got {_clip(live)}"
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release; the report is read by whoever owns the engine."""
+
+    def report(self) -> ReplayReport:
+        """The consumption report so far (``ok`` once every script was used exactly and every
+        request matched its recorded one)."""
+        report = self.client.report()
+        if self._mismatches:
+            report["problems"] = [*report["problems"], *self._mismatches]
+            report["ok"] = False
+        return report
+
+    async def report_endpoint(self, request: Request) -> Response:
+        """``GET /_dsh/report``."""
+        return JSONResponse(self.report())
+
+    async def models(self, request: Request) -> Response:
+        """``GET /models``: the models the recording asked for."""
+        data = [{"id": m, "object": "model", "owned_by": "dsh-llm-proxy"} for m in self.models_seen]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /chat/completions`` from the recording."""
+        body = await _json_body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        call = _assign(self.book, request, body)
+        if isinstance(call, JSONResponse):
+            return call
+        chunks = self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
+        model = str(body.get("model", ""))
+        # Pull the first chunk before answering, so that a call the recording cannot serve is
+        # an HTTP error, not a broken stream.
+        collected: list[Chunk] = []
+        try:
+            first = await anext(aiter(chunks), None)
+        except ReplayCallError as exc:
+            self.book.abandon(call)
+            return error_response(422, f"dsh-llm-proxy replay ({exc.kind}): {exc}", exc.kind)
+        except ModelError as exc:
+            self.book.abandon(call)
+            return error_response(exc.status or 500, exc.message, exc.code or "model-error")
+        if first is not None:
+            collected.append(first)
+        mismatch = self._mismatch(call)
+        if mismatch is not None:
+            self._mismatches.append(mismatch)
+            self.book.abandon(call)
+            return error_response(422, f"dsh-llm-proxy replay: {mismatch}", "request-mismatch")
+        if body.get("stream") is True:
+            return StreamingResponse(
+                self._stream(call, collected, chunks, model),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", SESSION_HEADER: call.session_id},
+            )
+        try:
+            collected.extend([c async for c in chunks])
+        except ModelError as exc:
+            self.book.abandon(call)
+            return error_response(exc.status or 500, exc.message, exc.code or "model-error")
+        self.book.finish(call, [(call.received, c) for c in collected])
+        return JSONResponse(
+            completion_body(collected, model), headers={SESSION_HEADER: call.session_id}
+        )
+
+    async def _stream(
+        self, call: Call, head: list[Chunk], rest: AsyncIterator[Chunk], model: str
+    ) -> AsyncIterator[bytes]:
+        seen: list[Chunk] = []
+
+        async def chunks() -> AsyncIterator[Chunk]:
+            for chunk in [*head]:
+                seen.append(chunk)
+                yield chunk
+            async for chunk in rest:
+                seen.append(chunk)
+                yield chunk
+
+        finished = False
+        try:
+            async for event in sse_events(chunks(), model):
+                if event.startswith(_DONE[1:]):  # finish first: the client may call at once
+                    self.book.finish(call, [(call.received, c) for c in seen])
+                    finished = True
+                yield event
+        finally:
+            if not finished:
+                self.book.abandon(call)
+
+
+def _clip(inputs: Sequence[str], limit: int = 200) -> str:
+    text = json.dumps(list(inputs), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+Engine = RecordEngine | ReplayEngine
+
+
+def build_app(engine: Engine, on_shutdown: Callable[[], None] | None = None) -> Starlette:
+    """The ASGI application serving ``engine``."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncGenerator[None]:
+        try:
+            yield
+        finally:
+            await engine.aclose()
+            if on_shutdown is not None:
+                on_shutdown()
+
+    routes = [
+        Route(path, engine.chat, methods=["POST"])
+        for path in ("/chat/completions", "/v1/chat/completions")
+    ]
+    routes += [Route(path, engine.models, methods=["GET"]) for path in ("/models", "/v1/models")]
+    if isinstance(engine, ReplayEngine):
+        routes.append(Route(REPORT_PATH, engine.report_endpoint, methods=["GET"]))
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+StoreKind = Literal["jsonl", "sqlite"]
+SQLITE_FILE = "sessions.db"
+
+
+def open_store(root: Path, kind: StoreKind) -> SessionStore:
+    """The session store of a recording root (``sessions.db`` inside it for SQLite)."""
+    if kind == "sqlite":
+        return SqliteSessionStore(root / SQLITE_FILE)
+    return JsonlSessionStore(root)
+
+
+def detect_store(root: Path) -> StoreKind:
+    """Which store a recording root holds (SQLite when it has ``sessions.db``)."""
+    return "sqlite" if (root / SQLITE_FILE).is_file() else "jsonl"
+
+
+def api_key_from_env(name: str) -> str:
+    """The upstream key from the environment variable ``name``.
+
+    Raises:
+        DshError: it is not set (the message names the variable, never a value).
+    """
+    key = os.environ.get(name, "")
+    if not key:
+        raise DshError(f"dsh-llm-proxy record: the upstream API key is not set ({name})")
+    return key

@@ -1,0 +1,65 @@
+"""``dsh-llm-proxy record|replay``: the proxy as a process."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from dsh_core import DshError
+from dsh_llm_proxy._app import DEFAULT_UPSTREAM
+from dsh_llm_proxy._server import ProxyServer
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsh-llm-proxy",
+        description="Record and replay any OpenAI-compatible agent's model calls as DSH sessions.",
+    )
+    modes = parser.add_subparsers(dest="mode", required=True)
+    record = modes.add_parser("record", help="forward to the upstream and write session logs")
+    record.add_argument("--root", required=True, help="folder the session logs go to")
+    record.add_argument("--store", choices=["jsonl", "sqlite"], default="jsonl")
+    record.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    record.add_argument("--upstream", default=DEFAULT_UPSTREAM, help="upstream API root")
+    record.add_argument(
+        "--api-key-env",
+        default="DEEPSEEK_API_KEY",
+        help="environment variable holding the upstream key (default: DEEPSEEK_API_KEY)",
+    )
+    replay = modes.add_parser("replay", help="answer from a recording, keylessly")
+    replay.add_argument("--root", required=True, help="folder holding the recording")
+    replay.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGINT / SIGTERM; print ``BASE_URL=…`` once listening.
+
+    Returns:
+        0 after a clean stop; 1 when a replay was not consumed exactly (the problems go to
+        stderr); 2 on a usage or setup error.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        if args.mode == "record":
+            server = ProxyServer.record(
+                args.root,
+                store=args.store,
+                upstream=args.upstream,
+                api_key_env=args.api_key_env,
+                port=args.port,
+            )
+        else:
+            server = ProxyServer.replay(args.root, port=args.port)
+        base_url = server.base_url
+    except (DshError, OSError) as exc:
+        print(f"dsh-llm-proxy: {exc}", file=sys.stderr)
+        return 2
+    server.serve_forever(ready=lambda: print(f"BASE_URL={base_url}", flush=True))
+    problems = server.problems()
+    for problem in problems:
+        print(f"dsh-llm-proxy replay: not consumed: {problem}", file=sys.stderr)
+    return 1 if problems else 0

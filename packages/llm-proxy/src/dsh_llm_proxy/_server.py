@@ -1,0 +1,255 @@
+"""Running the proxy: loading a recording; serving on 127.0.0.1 in a thread or the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+
+import uvicorn
+
+from dsh_core import DshError, SessionStore
+from dsh_llm_proxy._app import (
+    DEFAULT_UPSTREAM,
+    REPORT_PATH,
+    Engine,
+    RecordEngine,
+    ReplayEngine,
+    StoreKind,
+    api_key_from_env,
+    build_app,
+    detect_store,
+    open_store,
+)
+from dsh_llm_proxy._book import call_inputs
+from dsh_llm_replay import (
+    ReplayHeader,
+    ReplayModelClient,
+    ReplayReport,
+    SessionScript,
+    derive_replay_script,
+)
+
+__all__ = ["ProxyServer", "load_recording"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recording:
+    scripts: list[SessionScript]
+    models: list[str]
+    inputs: dict[str, list[list[str]]]  # per script source: each call's new messages
+
+
+def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
+    """Every session of a recording root as a replay script, in binding order.
+
+    Sessions are ordered by ``(createdAt, id)``, which is the order the proxy created them in;
+    a fork child's script comes from the events after its ``seedLength`` only.
+
+    Raises:
+        DshError: the root does not exist; the store's and replay's errors for bad logs.
+    """
+    path = Path(root)
+    if not path.is_dir():
+        raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
+    store = open_store(path, detect_store(path))
+    try:
+        scripts: list[SessionScript] = []
+        models: list[str] = []
+        inputs: dict[str, list[list[str]]] = {}
+        for header in store.list_sessions():
+            log = store.load(header.id)
+            source = f"{path}/{header.id}"
+            seed = header.effective_seed_length
+            events = log.events[seed:] if seed_slice else log.events
+            entries = derive_replay_script(events, source)
+            replay_header = ReplayHeader(header.id, header.created_at, seed, header.parent_session)
+            scripts.append(SessionScript(source, replay_header, tuple(entries)))
+            inputs[source] = call_inputs(events)
+            for event in log.events:
+                if event.type == "request/header":
+                    model = event.data.get("header", {}).get("config", {}).get("model")
+                    if isinstance(model, str) and model not in models:
+                        models.append(model)
+    finally:
+        store.close()
+    return _Recording(scripts, models, inputs)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    del signum, frame
+
+
+class ProxyServer:
+    """The proxy on 127.0.0.1, serving in a background thread (tests, the pytest fixture).
+
+    Build one with :meth:`record` or :meth:`replay`; use it as a context manager.
+    """
+
+    def __init__(self, engine: Engine, store: SessionStore | None = None, port: int = 0) -> None:
+        self.engine = engine
+        self._store = store
+        self._port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    @classmethod
+    def record(
+        cls,
+        root: Path | str,
+        *,
+        store: StoreKind = "jsonl",
+        upstream: str = DEFAULT_UPSTREAM,
+        api_key_env: str = "DEEPSEEK_API_KEY",
+        port: int = 0,
+    ) -> ProxyServer:
+        """A recording proxy writing into ``root``.
+
+        Raises:
+            DshError: the key variable is not set, or ``root`` already holds sessions.
+        """
+        key = api_key_from_env(api_key_env)
+        opened = open_store(Path(root), store)
+        existing = len(opened.list_sessions())
+        if existing:
+            opened.close()
+            # Replay binds every session of a root in creation order: old sessions mixed with
+            # a new recording would be bound first and answer the wrong calls.
+            raise DshError(
+                f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
+                "record into an empty folder (or delete it first)"
+            )
+        return cls(RecordEngine(opened, upstream, key), opened, port)
+
+    @classmethod
+    def replay(cls, root: Path | str, *, port: int = 0) -> ProxyServer:
+        """A keyless proxy answering from the recording in ``root``."""
+        recording = load_recording(root)
+        client = ReplayModelClient(recording.scripts)
+        return cls(ReplayEngine(client, recording.models, recording.inputs), None, port)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def bind(self) -> socket.socket:
+        """Bind 127.0.0.1 now (so that :attr:`base_url` is known before serving)."""
+        if self._socket is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", self._port))
+            sock.listen(128)
+            self._socket = sock
+        return self._socket
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1`` (what an OpenAI SDK takes as ``base_url``)."""
+        port = self.bind().getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    @property
+    def report_url(self) -> str:
+        """Where replay mode serves its consumption report."""
+        return self.base_url.removesuffix("/v1") + REPORT_PATH
+
+    def _uvicorn(self) -> uvicorn.Server:
+        config = uvicorn.Config(
+            build_app(self.engine), log_level="warning", lifespan="on", access_log=False
+        )
+        self._server = uvicorn.Server(config)
+        return self._server
+
+    def serve_forever(self, ready: Callable[[], None] | None = None) -> None:
+        """Serve in this thread until SIGINT / SIGTERM (the CLI).
+
+        Args:
+            ready: called once the server accepts connections and handles the signals (so
+                that a parent that stops it right after hearing of it is not too early).
+        """
+        server = self._uvicorn()
+
+        async def serve() -> None:
+            task = asyncio.create_task(server.serve(sockets=[self.bind()]))
+            while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has a flag, no event
+                await asyncio.sleep(0.01)
+            if server.started and ready is not None:
+                ready()
+            await task
+
+        # uvicorn handles SIGINT / SIGTERM itself, then re-raises them to the handlers it found
+        # installed; inert ones let this function return and report the exit status.
+        previous = {s: signal.signal(s, _stopped) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            asyncio.run(serve())
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self._close_store()
+
+    def start(self) -> ProxyServer:
+        """Serve in a background thread; returns once the server accepts connections."""
+        if self._thread is not None:
+            return self
+        server = self._uvicorn()
+        sock = self.bind()
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            name="dsh-llm-proxy",
+            daemon=True,
+        )
+        self._thread.start()
+        while not server.started:
+            if not self._thread.is_alive():
+                raise DshError("dsh-llm-proxy: the server thread stopped while starting")
+            self._thread.join(0.01)
+        return self
+
+    def close(self) -> None:
+        """Stop serving and close the store."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join()
+            self._thread = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        self._close_store()
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- replay consumption ----------------------------------------------------------------------
+
+    def report(self) -> ReplayReport:
+        """Replay mode: the consumption report (``ok``, ``problems``, bindings).
+
+        Raises:
+            DshError: the proxy is recording.
+        """
+        if not isinstance(self.engine, ReplayEngine):
+            raise DshError("dsh-llm-proxy: only a replaying proxy has a consumption report")
+        return self.engine.report()
+
+    def problems(self) -> list[str]:
+        """Replay mode: what was not consumed exactly (empty when recording)."""
+        if isinstance(self.engine, ReplayEngine):
+            return list(self.engine.report()["problems"])
+        return []

@@ -1,0 +1,28 @@
+"""The declared public API of dsh-llm-proxy, pinned."""
+
+from __future__ import annotations
+
+import dsh_llm_proxy
+import dsh_llm_proxy.pytest_plugin
+
+
+def test_public_names() -> None:
+    assert sorted(dsh_llm_proxy.__all__) == [
+        "DEFAULT_UPSTREAM",
+        "ProxyServer",
+        "REPORT_PATH",
+        "SessionBook",
+        "SessionConflictError",
+        "load_recording",
+        "main",
+    ]
+    assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
+        "MODES",
+        "llm_proxy",
+        "llm_proxy_key_env",
+        "llm_proxy_upstream",
+        "recording_dir",
+    ]
+    for module in (dsh_llm_proxy, dsh_llm_proxy.pytest_plugin):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name

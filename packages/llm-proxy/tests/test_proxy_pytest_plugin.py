@@ -1,0 +1,71 @@
+"""The ``llm_proxy`` fixture in a real pytest run: record once, replay keylessly, fail a test
+that does not consume its recording exactly or has none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from dsh_core import Chunk
+from dsh_llm_deepseek.testing import ScriptedModelServer
+
+CONFTEST = """
+import os
+import pytest
+
+@pytest.fixture
+def llm_proxy_upstream():
+    return os.environ["DSH_PROXY_TEST_UPSTREAM_URL"]
+
+@pytest.fixture
+def llm_proxy_key_env():
+    return "DSH_PROXY_TEST_UPSTREAM_KEY"
+"""
+
+AGENT_TEST = """
+import openai
+
+def test_hello(llm_proxy):
+    with openai.OpenAI(base_url=llm_proxy, api_key="dummy", max_retries=0) as client:
+        for _ in range({calls}):
+            reply = client.chat.completions.create(
+                model="m", messages=[{{"role": "user", "content": "hi"}}]
+            )
+            assert reply.choices[0].message.content == "hello"
+"""
+
+
+def test_record_then_replay_then_fail_on_a_partial_replay(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream_key: str,
+    make_text: Callable[..., list[Chunk]],
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_agent=AGENT_TEST.format(calls=1))
+    with ScriptedModelServer([[make_text(["hello"])]], api_key=upstream_key) as upstream:
+        monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", upstream.base_url)
+        pytester.runpytest_inprocess("--llm-proxy-mode=once", "-p", "no:cacheprovider")
+        upstream.assert_consumed()
+    folder = pytester.path / "llm_recordings" / "test_agent" / "test_hello"
+    assert len(list(folder.glob("*.jsonl"))) == 1
+
+    monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")  # replay is keyless
+    replayed = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    replayed.assert_outcomes(passed=1)
+
+    pytester.makepyfile(test_agent=AGENT_TEST.format(calls=0))
+    unused = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    unused.assert_outcomes(passed=1, errors=1)
+    unused.stdout.fnmatch_lines(["*not consumed exactly*", "*never bound*"])
+
+
+def test_replay_without_a_recording_fails_saying_how_to_make_one(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_agent=AGENT_TEST.format(calls=1))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no recording for this test*--llm-proxy-mode=once*"])

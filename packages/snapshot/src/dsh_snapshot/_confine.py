@@ -1,0 +1,168 @@
+"""Confinement of a scenario to its run: the workspace copy and every path a scenario names.
+
+A scenario folder arrives in a pull request, so everything in it is untrusted. Before the agent
+starts:
+
+- ``workspace/`` is copied without following a single symlink. A link whose target (resolved
+  inside the source workspace) stays inside the workspace is recreated as a *relative* link in
+  the copy, so it points at the copy and never back at the scenario; a link that leads out
+  (a file or directory elsewhere, ``$HOME``, ``/``), dangles or loops is refused, as is
+  anything that is not a file, directory or link (FIFOs, sockets, devices).
+- Every file of the scenario folder itself must be what it claims: a link there that leads out
+  of the folder is refused (``session.jsonl -> ~/.ssh/id_rsa`` would be read into the run).
+- Every path ``input.json`` names (``cwd``, ``waitForFile.path``, ``additionalDirectories``, …)
+  and ``replay.override.json``'s ``readyFile`` must resolve inside the run's cwd.
+
+Each refusal is a :class:`ConfinementError` naming the file and the field or entry.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from dsh_llm_replay import OverrideError, load_override
+from dsh_snapshot._scenario import Scenario, ScenarioError, step_paths
+
+__all__ = [
+    "ConfinementError",
+    "check_scenario_links",
+    "check_step_paths",
+    "copy_workspace",
+    "inside",
+]
+
+
+class ConfinementError(ScenarioError):
+    """A scenario names something outside its run; the message names the file and field."""
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` is ``root`` or beneath it (both already resolved)."""
+    return path == root or root in path.parents
+
+
+def _link_target(link: Path, root: Path, what: str) -> Path:
+    """Where a link inside ``root`` really points, or a :class:`ConfinementError`."""
+    try:
+        real = link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop this way
+        raise ConfinementError(link, None, f"{what}: a symlink loop") from None
+    except OSError as exc:
+        raise ConfinementError(
+            link, None, f"{what}: a symlink that does not resolve ({exc.strerror})"
+        ) from None
+    if not inside(real, root):
+        raise ConfinementError(
+            link,
+            None,
+            f"{what}: a symlink to {os.readlink(link)!r}, which leads outside "
+            f"{root.name}/ (to {real}); a scenario may not reach outside its run",
+        )
+    return real
+
+
+def copy_workspace(source: Path, target: Path) -> int:
+    """Copy ``source`` (a scenario's ``workspace/``) to ``target`` without following links.
+
+    Returns:
+        the number of entries copied.
+
+    Raises:
+        ConfinementError: naming the first entry that is a link leading out, a dangling or
+            looping link, or a special file; ``target`` is then removed again.
+    """
+    if source.is_symlink():
+        raise ConfinementError(
+            source, None, "workspace/ is itself a symlink; it must be a real directory"
+        )
+    root = source.resolve()
+    count = 0
+    target.mkdir()
+    try:
+        stack = [(source, target)]
+        while stack:
+            src_dir, dst_dir = stack.pop()
+            for entry in sorted(os.scandir(src_dir), key=lambda e: e.name):
+                src, dst = Path(entry.path), dst_dir / entry.name
+                rel = src.relative_to(source).as_posix()
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    real = _link_target(src, root, f"workspace entry {rel!r}")
+                    relative = os.path.relpath(target / real.relative_to(root), dst.parent)
+                    dst.symlink_to(relative)
+                elif stat.S_ISDIR(mode):
+                    dst.mkdir()
+                    stack.append((src, dst))
+                elif stat.S_ISREG(mode):
+                    shutil.copy2(src, dst, follow_symlinks=False)
+                else:
+                    raise ConfinementError(
+                        src,
+                        None,
+                        f"workspace entry {rel!r} is not a file, directory or symlink",
+                    )
+                count += 1
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return count
+
+
+def check_scenario_links(scenario: Scenario) -> None:
+    """Refuse a top-level entry of the scenario folder that is a link leading out of it.
+
+    (``workspace/`` is checked entry by entry when it is copied.)
+
+    Raises:
+        ConfinementError: naming the entry.
+    """
+    root = scenario.path.resolve()
+    for entry in sorted(scenario.path.iterdir()):
+        if entry.is_symlink():
+            _link_target(entry, root, f"scenario entry {entry.name!r}")
+
+
+def check_step_paths(scenario: Scenario, cwd: Path) -> None:
+    """Every path ``input.json`` and ``replay.override.json`` name, resolved under the run's
+    ``cwd`` (after the workspace copy, so a link inside it is taken into account).
+
+    Raises:
+        ConfinementError: naming ``input.json`` and ``steps.N.<field>``, or the override and
+            ``[i].readyFile``.
+    """
+    root = cwd.resolve()
+    input_file = scenario.path / "input.json"
+    for index, step in enumerate(scenario.steps):
+        for field, value in step_paths(step):
+            real = (root / value).resolve()
+            if not inside(real, root):
+                raise ConfinementError(
+                    input_file,
+                    f"steps.{index}.{field}",
+                    f"{value!r} resolves to {real}, outside the run's working directory",
+                )
+    override = scenario.override_file
+    if override is None:
+        return
+    try:
+        document = load_override(override)
+    except OverrideError as exc:
+        raise ConfinementError(override, exc.location, exc.reason) from None
+    labelled = (
+        [(f"[{i}]", entry) for i, entry in enumerate(document.replace)]
+        if document.replace is not None
+        else [(f"patches[{n}].entry", entry) for n, (_, entry) in enumerate(document.patches)]
+    )
+    for label, entry in labelled:
+        ready = getattr(entry, "ready_file", None)
+        if isinstance(ready, str):
+            real = (root / ready).resolve()
+            if not inside(real, root):
+                raise ConfinementError(
+                    override,
+                    f"{label}.readyFile",
+                    f"{ready!r} resolves to {real}, outside the run's working directory",
+                )

@@ -1,0 +1,118 @@
+"""Concurrent subagents replay deterministically (``snapshots/sdk/subagent-parallel``).
+
+The parent delegates two different prompts in one message; under the ``current`` loop the
+children run concurrently. With a random 0-50 ms delay before every child model call, the
+children reach the replay client in either order, yet each must bind to the recorded child
+that answered its parent call and the logs must equal the committed fixtures every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_acp_agent import AgentSettings, build_agent
+from dsh_core import CreateOptions, SessionMeta
+from dsh_llm_replay import ReplayModelClient
+from dsh_snapshot import (
+    Normalizer,
+    RunOptions,
+    harvest,
+    load_scenario,
+    normalize_log_text,
+    run_scenario,
+)
+from dsh_snapshot._normalize import log_cwds_and_ids
+
+SCENARIO = Path(__file__).resolve().parents[3] / "snapshots" / "sdk" / "subagent-parallel"
+JITTER_MS = 50
+IN_PROCESS_RUNS = 50
+SUBPROCESS_RUNS = 3
+
+
+def _normalized(texts: list[tuple[str, str]], cwds: set[str]) -> list[list[Any]]:
+    found_cwds, ids = log_cwds_and_ids(texts)
+    norm = Normalizer(cwds | found_cwds, ids)
+    return [normalize_log_text(text, source, norm) for source, text in texts]
+
+
+def _expected() -> list[list[Any]]:
+    files = load_scenario(SCENARIO).session_files
+    return _normalized([(str(p), p.read_text(encoding="utf-8")) for p in files], set())
+
+
+def _prompt() -> str:
+    steps: list[dict[str, Any]] = json.loads((SCENARIO / "input.json").read_text("utf-8"))["steps"]
+    [text] = [step["text"] for step in steps if step["op"] == "prompt"]
+    return text
+
+
+async def _replay_in_process(tmp: Path, prompt: str) -> tuple[list[str], ReplayModelClient]:
+    cwd, root = tmp / "cwd", tmp / "sessions"
+    cwd.mkdir()
+    settings = AgentSettings(
+        sessions_root=root, persistence="jsonl", model_client="replay", loop_profile="current"
+    )
+    wiring = build_agent(settings)
+    replay = wiring.replay
+    assert replay is not None
+    session = wiring.agent.store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
+    try:
+        outcome = await wiring.agent.run_turn(session, prompt)
+    finally:
+        session.close()
+    assert (outcome.kind, outcome.final_text) == ("completed", "PARENT_DONE")
+    return harvest(root, "jsonl"), replay
+
+
+@pytest.fixture
+def replay_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = load_scenario(SCENARIO)
+    for name in [n for n in os.environ if n.startswith(("DSH_", "DEEPSEEK_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("DSH_SNAPSHOT_FILE", str(scenario.primary_file))
+    monkeypatch.setenv(
+        "DSH_SNAPSHOT_CHILD_FILES", os.pathsep.join(str(p) for p in scenario.child_files)
+    )
+    monkeypatch.setenv("DSH_REPLAY_CHILD_JITTER_MS", str(JITTER_MS))
+
+
+@pytest.mark.usefixtures("replay_env")
+def test_fifty_jittered_in_process_replays_give_the_committed_logs(tmp_path: Path) -> None:
+    expected = _expected()
+    prompt = _prompt()
+    second_child_first = 0
+    for run in range(IN_PROCESS_RUNS):
+        tmp = tmp_path / f"run{run}"
+        tmp.mkdir()
+        texts, replay = asyncio.run(_replay_in_process(tmp, prompt))
+        replay.assert_consumed()
+        assert (
+            _normalized([(f"run{run}[{i}]", t) for i, t in enumerate(texts)], {str(tmp / "cwd")})
+            == expected
+        ), f"run {run}"
+        report = replay.report()
+        # Each recorded child is bound to the live child created for the same call (the live
+        # children are harvested in creation order, as the recorded ones are numbered).
+        live_children = [json.loads(t.partition("\n")[0])["id"] for t in texts[1:]]
+        bound = [s["boundSession"] for s in report["scripts"][1:]]
+        assert bound == live_children, f"run {run}"
+        # Which child reached the model first: the sessions list is in binding order.
+        order = [s["sessionId"] for s in report["sessions"]]
+        second_child_first += order.index(live_children[1]) < order.index(live_children[0])
+    # The jitter did shuffle the children (all 50 in one order has odds 2**-49).
+    assert 0 < second_child_first < IN_PROCESS_RUNS
+
+
+def test_jittered_subprocess_replays_pass() -> None:
+    scenario = load_scenario(SCENARIO)
+    assert scenario.loop == "current"
+    for _ in range(SUBPROCESS_RUNS):
+        result = run_scenario(scenario, RunOptions(child_jitter_ms=JITTER_MS))
+        assert result.ok, result.failures
+        assert result.sessions == 3
