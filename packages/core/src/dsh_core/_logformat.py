@@ -469,9 +469,23 @@ def dumps_header(header: SessionHeader) -> str:
     return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":"))
 
 
+# NaN and infinities are not JSON: a line holding one would read back as a torn tail
+_dumps_strict = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps_event(event: Event) -> str:
-    """One event line, without the newline (packed rows are never written)."""
-    return json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    """One event line, without the newline (packed rows are never written).
+
+    Raises:
+        ValueError: the event carries a value JSON cannot hold, naming its type and seq
+            (upstream's ``assertSerializable``); nothing is written.
+    """
+    try:
+        return _dumps_strict(event.to_json())
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
+        ) from None
 
 
 def render_log(header: SessionHeader, events: Iterable[Event]) -> str:
