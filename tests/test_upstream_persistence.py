@@ -56,3 +56,16 @@ def test_rejects_non_json_event_data_with_type_and_seq(
     with pytest.raises(ValueError, match="not JSON"):
         session.close()  # the refused event is still pending; closing does not drop it silently
     store.close()
+
+
+# session.spec.ts 'validates seed events: rejects a non-JSON-serializable seed': a fork or
+# replay seed meets the same boundary as an append, and no session is left behind
+@pytest.mark.parametrize("kind", sorted(_STORES))
+def test_a_non_json_seed_is_refused_and_no_session_created(tmp_path: Path, kind: str) -> None:
+    store = _STORES[kind](tmp_path)
+    seed = [Event("user/message", 0, 1, {"content": [], "bad": float("nan")})]
+    with pytest.raises(ValueError, match=r"'user/message' at seq 0 .*not JSON"):
+        store.create(CreateOptions("seed-bad", seed=seed))
+    assert store.list_sessions() == []
+    store.create(CreateOptions("seed-bad")).close()  # the id was not taken by the refusal
+    store.close()

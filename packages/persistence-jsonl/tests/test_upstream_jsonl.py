@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from dsh_core import (
     StoreAccessError,
 )
 from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_jsonl import _store as _store_module  # pyright: ignore[reportPrivateUsage]
 
 _START = {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}
 
@@ -198,7 +198,7 @@ def test_a_failed_append_truncates_its_partial_bytes_so_a_retry_has_no_gap(
     session = _one_turn("truncate-retry", store)
     path = tmp_path / "truncate-retry.jsonl"
     size_before = path.stat().st_size
-    real_fsync = _store_module.os.fsync
+    real_fsync = os.fsync
     failures = [OSError(errno.ENOSPC, "simulated fsync ENOSPC")]
 
     def failing_fsync(fd: int) -> None:
@@ -206,7 +206,7 @@ def test_a_failed_append_truncates_its_partial_bytes_so_a_retry_has_no_gap(
             raise failures.pop()
         real_fsync(fd)
 
-    monkeypatch.setattr(_store_module.os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     session.add(Event("turn/start", 2, 9, _START | {"turn": 2}))
     session.add(Event("turn/end", 3, 10, {"turn": 2, "reason": {"kind": "completed"}}))
     with pytest.raises(OSError, match="ENOSPC"):
