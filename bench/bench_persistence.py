@@ -316,7 +316,8 @@ def _append_lines(
         "*User CPU* is the process's user time (the anchor's worker thread included); "
         "*commit* is the rest of the wall time per batch: the kernel writing and flushing, and "
         "waiting for the disk. *Ceiling* is the ratio to the anchor this side would reach with "
-        "no user CPU at all.\n",
+        "no user CPU at all. Every side flushes once per batch, so the slower the disk's "
+        "flush at the time of the run, the closer every ratio comes to 1x.\n",
         "| side | durable commit per batch | events/s | x anchor | target | user CPU µs/event | "
         "commit ms/batch | ceiling |",
         "|---|---|---:|---:|---|---:|---:|---:|",
