@@ -1,16 +1,20 @@
 """Fidelity to upstream: replay the upstream TypeScript recordings through our agent.
 
-June era: every scenario replays through the real ``dsh-acp-agent`` (JSONL and SQLite) and must
+Every scenario's logs must parse and derive a replay script (each session's entries, their chunk
+counts and final texts are printed). A scenario that needs a harness op, a tool or a feature we
+lack is not replayed: its row says what it needs (``needs op X``, ``needs tool Y``), and the
+summary counts each need.
+
+June era: the others replay through the real ``dsh-acp-agent`` (JSONL and SQLite) and must
 reproduce upstream's stdout frame for frame and every session log event for event, forgiving
 only the deliberate differences listed in COMPATIBILITY.md.
 
-Later (head) era: every log must parse and derive a replay script (each session's entries,
-their chunk counts and final texts are printed); scenarios that use only tools we have (bash,
-subagent, subagent_fork, none) and no feature we lack replay through our agent and are
-compared on what the client saw per prompt: agent message text and stop reason.
+Later (head) era: the others replay once and are compared on what the client saw per prompt:
+agent message text and stop reason.
 
-Exits 1 if a June scenario fails or a head log does not parse; head replay mismatches are
-reported in the table (and explained in COMPATIBILITY.md) but do not fail the run.
+Exits 1 if a replayed June scenario differs or a log does not parse; head replay mismatches
+are reported in the table (and explained in COMPATIBILITY.md) but do not fail the run. A bug
+in one scenario's run costs that row, never the whole run.
 
 Usage: ``python tools/compat.py [--corpus DIR] [--jobs N] [--scripts]``
 """
@@ -18,7 +22,6 @@ Usage: ``python tools/compat.py [--corpus DIR] [--jobs N] [--scripts]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -37,18 +40,17 @@ from dsh_llm_replay import (
     SessionScript,
     ThrowEntry,
     load_session_scripts,
-    parse_session_log,
 )
-from dsh_snapshot import UPSTREAM_ALLOWANCES, RunOptions, Scenario, load_scenario, run_scenario
+from dsh_snapshot import (
+    UPSTREAM_ALLOWANCES,
+    RunOptions,
+    Scenario,
+    ScenarioResult,
+    load_scenario,
+    run_scenario,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-OUR_TOOLS = frozenset({"bash", "subagent", "subagent_fork"})
-OUR_OPS = frozenset(
-    {"initialize", "newSession", "prompt", "promptAndCancel", "cancel", "promptExpectError"}
-)
-# Recordings that exercise an upstream feature this project does not implement; replaying
-# them would compare our agent against behaviour it does not claim (COMPATIBILITY.md).
-FEATURE_FILES = ("hooks.json", "codex-hooks.json")
 
 
 def corpus_dir(given: str | None) -> Path:
@@ -112,91 +114,64 @@ def _scripts_of(folder: Path) -> list[SessionScript]:
     return load_session_scripts(files[0], files[1:], override if override.is_file() else None)
 
 
-def used_tools(folder: Path) -> set[str]:
-    """Every tool name a recording calls: ``tool/call`` events and tool-call blocks."""
-    names: set[str] = set()
-    for path in session_files(folder):
-        for event in parse_session_log(path.read_text(encoding="utf-8"), str(path)):
-            if event.type == "tool/call":
-                names.add(str(event.data.get("name")))
-            elif event.type == "assistant/chunk":
-                chunk = as_object(event.data["chunk"])
-                block = as_object(chunk.get("block"))
-                if chunk.get("type") == "tool-call-delta" and "name" in chunk:
-                    names.add(str(chunk["name"]))
-                elif block.get("type") == "tool-call":
-                    names.add(str(block.get("name")))
-    return names
+def _load(folder: Path, era: str) -> tuple[Row, Scenario | None]:
+    """The scenario's row with its scripts described, and the scenario if it can replay."""
+    row = Row(folder.name, era)
+    try:
+        scripts = _scripts_of(folder)
+        row.sessions = len(scripts)
+        row.calls = sum(len(s.entries) for s in scripts)
+        row.scripts = describe_scripts(scripts)
+        scenario = load_scenario(folder)
+        needs = scenario.needs()
+    except (DshError, OSError, ValueError) as exc:
+        row.ok, row.result = False, f"PARSE FAILURE: {exc}"
+        return row, None
+    except Exception as exc:  # a bug of ours must cost one row, not the whole run
+        row.ok, row.result = False, f"PARSE FAILURE (internal error): {exc!r}"
+        return row, None
+    if needs:
+        row.result = f"not replayed: needs {'; '.join(needs)}"
+        return row, None
+    return row, scenario
 
 
-def why_not_replayed(folder: Path) -> str | None:
-    """``None`` if the scenario only needs what we have; else what it needs that we lack."""
-    steps = json.loads((folder / "input.json").read_text(encoding="utf-8")).get("steps", [])
-    ops = {str(step.get("op")) for step in steps} - OUR_OPS
-    if ops:
-        return f"input ops {sorted(ops)}"
-    tools = used_tools(folder) - OUR_TOOLS
-    if tools:
-        return f"tools {sorted(tools)}"
-    workspace = folder / "workspace"
-    if any((workspace / name).is_file() for name in FEATURE_FILES):
-        return "hooks"
-    return None
+def _run(scenario: Scenario, options: RunOptions) -> ScenarioResult:
+    """``run_scenario``, with a bug of ours reported as that scenario's failure."""
+    try:
+        return run_scenario(scenario, options)
+    except Exception as exc:
+        result = ScenarioResult(scenario, options)
+        result.failures.append(f"internal error: {exc!r}")
+        return result
 
 
 def june_rows(folder: Path, jobs: int) -> list[Row]:
-    """Replay every June scenario on both backends and compare everything."""
-    scenarios = [load_scenario(p) for p in sorted(folder.iterdir()) if p.is_dir()]
+    """Replay every June scenario we can on both backends and compare everything."""
+    pairs = [_load(p, "june") for p in sorted(folder.iterdir()) if p.is_dir()]
+    todo = [(row, s) for row, s in pairs if s is not None]
     runs = [
         (s, RunOptions(composition=c, allowances=UPSTREAM_ALLOWANCES))
-        for s in scenarios
+        for _, s in todo
         for c in ("jsonl", "sqlite")
     ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(run_scenario, [s for s, _ in runs], [o for _, o in runs]))
-    rows: list[Row] = []
-    for scenario in scenarios:
+        results = list(pool.map(_run, [s for s, _ in runs], [o for _, o in runs]))
+    for row, scenario in todo:
         mine = [r for r in results if r.scenario is scenario]
-        ok = all(r.ok for r in mine)
+        row.ok = all(r.ok for r in mine)
         failures = [f"{r.options.composition}: {r.summary}" for r in mine if not r.ok]
-        rows.append(
-            Row(
-                scenario.path.name,
-                "june",
-                sessions=mine[0].sessions,
-                calls=mine[0].calls_replayed,
-                ok=ok,
-                result="reproduced (jsonl, sqlite)" if ok else "; ".join(failures),
-                scripts=describe_scripts(_scripts_of(scenario.path)),
-            )
-        )
-    return rows
-
-
-def _head_row(folder: Path) -> tuple[Row, Scenario | None]:
-    row = Row(folder.name, "head")
-    try:
-        scripts = _scripts_of(folder)
-    except DshError as exc:
-        row.ok, row.result = False, f"PARSE FAILURE: {exc}"
-        return row, None
-    row.sessions = len(scripts)
-    row.calls = sum(len(s.entries) for s in scripts)
-    row.scripts = describe_scripts(scripts)
-    lacking = why_not_replayed(folder)
-    if lacking is not None:
-        row.result = f"parsed; not replayed (needs {lacking})"
-        return row, None
-    return row, load_scenario(folder)
+        row.result = "reproduced (jsonl, sqlite)" if row.ok else "; ".join(failures)
+    return [row for row, _ in pairs]
 
 
 def head_rows(folder: Path, jobs: int) -> list[Row]:
     """Parse every head log; replay the eligible scenarios and compare what the client saw."""
-    pairs = [_head_row(p) for p in sorted(folder.iterdir()) if p.is_dir()]
+    pairs = [_load(p, "head") for p in sorted(folder.iterdir()) if p.is_dir()]
     todo = [(row, s) for row, s in pairs if s is not None]
     options = RunOptions(check="messages")
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(run_scenario, [s for _, s in todo], [options] * len(todo)))
+        results = list(pool.map(_run, [s for _, s in todo], [options] * len(todo)))
     for (row, _), result in zip(todo, results, strict=True):
         row.result = (
             "replayed: same messages and stop reasons"
@@ -244,16 +219,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(console, rows, show_scripts=not args.no_scripts)
     june = [r for r in rows if r.era == "june"]
     head = [r for r in rows if r.era == "head"]
-    replayed = [r for r in head if r.result.startswith("replayed")]
-    same = [r for r in replayed if r.result.startswith("replayed: same")]
-    parse_failures = [r for r in head if r.result.startswith("PARSE FAILURE")]
-    june_ok = sum(r.ok for r in june)
-    console.print(
-        f"june: {june_ok}/{len(june)} reproduced; head: {len(head)} scenarios parsed with "
-        f"{len(parse_failures)} parse failures, {len(same)}/{len(replayed)} replayed with the "
-        f"same messages and stop reasons"
+    console.print(f"june: {_counts(june)}")
+    console.print(f"head: {_counts(head)}")
+    for need, count in _need_counts(rows):
+        console.print(f"  {count:3d} scenarios need {need}", highlight=False)
+    broken = [r for r in rows if r.result.startswith("PARSE FAILURE")]
+    return 0 if not broken and all(r.ok for r in june) else 1
+
+
+def _counts(rows: Sequence[Row]) -> str:
+    """``N scenarios: R replayed (S identical), K need what we lack, P parse failures``."""
+    lacking = [r for r in rows if r.result.startswith("not replayed")]
+    broken = [r for r in rows if r.result.startswith("PARSE FAILURE")]
+    replayed = [r for r in rows if r not in lacking and r not in broken]
+    same = [r for r in replayed if r.ok and not r.result.startswith("replayed: DIFFERS")]
+    return (
+        f"{len(rows)} scenarios: {len(replayed)} replayed ({len(same)} identical), "
+        f"{len(lacking)} need what we lack, {len(broken)} parse failures"
     )
-    return 0 if june_ok == len(june) and not parse_failures else 1
+
+
+def _need_counts(rows: Sequence[Row]) -> list[tuple[str, int]]:
+    """How many scenarios need each missing op / tool / feature, most needed first."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.result.startswith("not replayed: needs "):
+            for need in row.result.removeprefix("not replayed: needs ").split("; "):
+                counts[need] = counts.get(need, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 if __name__ == "__main__":

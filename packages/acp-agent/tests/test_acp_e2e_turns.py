@@ -70,7 +70,7 @@ def test_acp_bash_tool_turn(agent_run: AgentRun, model_server: ScriptedModelServ
         "rawInput": command,
         "content": [{"type": "content", "content": {"type": "text", "text": "Print things"}}],
     }
-    output = f"to-stdout\nto-stderr\n{agent_run.workspace}\n"
+    output = f"to-stdout\n{agent_run.workspace}\n[stderr]\nto-stderr\n"
     assert result == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "call_1",
@@ -263,7 +263,7 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
     assert not Path(home).exists()  # the private home went with the agent
     assert "escaped': Permission denied" in text
     assert not (outside / "escaped").exists()
-    assert text.endswith("end\n")
+    assert "\nend\n[stderr]\n" in text  # stdout, then the stderr section
     written = [*(p.read_bytes() for p in agent_run.sessions_root.rglob("*") if p.is_file())]
     for blob in [*written, json.dumps(agent.frames).encode(), agent.stderr.encode()]:
         assert key.encode() not in blob

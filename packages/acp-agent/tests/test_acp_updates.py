@@ -84,15 +84,16 @@ def _result(text: str, *, is_error: bool = False, call_id: str = "c1") -> Event:
     )
 
 
-def test_acp_bash_call_without_description_has_no_content() -> None:
+def test_acp_bash_call_without_description_is_presented_generically() -> None:
+    # Upstream's presentCall validates softly: arguments off the schema get no bash card.
     [update] = UpdateMapper().updates_for(_call("bash", '{"command": "ls -l"}'))
     assert update == {
         "sessionUpdate": "tool_call",
         "toolCallId": "c1",
-        "title": "ls -l",
+        "title": "bash",
         "kind": "execute",
         "status": "in_progress",
-        "rawInput": "ls -l",
+        "rawInput": {"command": "ls -l"},
     }
 
 
@@ -107,7 +108,7 @@ def test_acp_unparsable_arguments_are_passed_raw() -> None:
 
 def test_acp_failed_bash_result_is_fenced_and_failed() -> None:
     mapper = UpdateMapper()
-    mapper.updates_for(_call("bash", '{"command": "false"}'))
+    mapper.updates_for(_call("bash", '{"command": "false", "description": "d"}'))
     [update] = mapper.updates_for(_result("out\n[exit code 1]", is_error=True))
     assert update["status"] == "failed"
     assert update["content"] == [

@@ -33,6 +33,12 @@ async def _run(tmp_path: Path, command: str, tool: BashTool | None = None) -> To
     )
 
 
+def _spilled(text: str) -> str:
+    """The contents of the spill file a truncation notice in ``text`` names."""
+    path = text.rsplit("full output: ", 1)[1].split("]", 1)[0]
+    return Path(path).read_text()
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` is a live (not zombie) process."""
     try:
@@ -61,61 +67,68 @@ async def test_output_is_returned_exactly(tmp_path: Path) -> None:
     assert await _run(tmp_path, "echo SNAPSHOT_OK") == ToolOutcome("SNAPSHOT_OK\n", False)
 
 
-async def test_runs_in_the_context_cwd_with_stderr_merged_and_empty_stdin(tmp_path: Path) -> None:
+async def test_runs_in_the_context_cwd_with_stderr_apart_and_empty_stdin(tmp_path: Path) -> None:
     (tmp_path / "marker.txt").write_text("here")
     outcome = await _run(tmp_path, "cat marker.txt; echo; echo oops >&2; cat; pwd")
-    assert outcome == ToolOutcome(f"here\noops\n{tmp_path}\n", False)
+    assert outcome == ToolOutcome(f"here\n{tmp_path}\n[stderr]\noops\n", False)
 
 
-async def test_non_zero_exit_is_an_error_with_the_code_on_its_own_line(tmp_path: Path) -> None:
+async def test_non_zero_exit_is_reported_on_its_own_line_not_an_error(tmp_path: Path) -> None:
     assert await _run(tmp_path, "printf partial; exit 3") == ToolOutcome(
-        "partial\n[exit code 3]", True
+        "partial\n[exit code: 3]", False
     )
-    assert await _run(tmp_path, "exit 1") == ToolOutcome("[exit code 1]", True)
+    assert await _run(tmp_path, "exit 1") == ToolOutcome("(no output)\n[exit code: 1]", False)
 
 
 async def test_timeout_kills_the_group_and_keeps_partial_output(tmp_path: Path) -> None:
     pid_file = tmp_path / "bg.pid"
-    tool = BashTool(timeout_s=0.5)
+    tool = BashTool(500, grace_ms=200)
     outcome = await _run(tmp_path, f"echo started; sleep 60 & echo $! > {pid_file}; wait", tool)
-    assert outcome.is_error
-    assert outcome.text == "started\ncommand timed out after 0.5s"
+    assert not outcome.is_error
+    assert outcome.text == "started\n[timed out after 500ms]\n[killed by signal: SIGTERM]"
     assert await _wait_dead(int(pid_file.read_text()))
 
 
-async def test_output_over_the_cap_is_truncated_with_a_note(tmp_path: Path) -> None:
-    outcome = await _run(tmp_path, "printf 'x%.0s' $(seq 1 500)", BashTool(output_cap=100))
+async def test_output_over_the_cap_keeps_its_tail_with_a_note(tmp_path: Path) -> None:
+    tool = BashTool(max_output_bytes=100, spill_dir=tmp_path)
+    outcome = await _run(tmp_path, "printf 'x%.0s' $(seq 1 500); printf END", tool)
     assert not outcome.is_error
     body, note = outcome.text.split("\n")
-    assert body == "x" * 100
-    assert note == "[output truncated to 100 characters; the command printed 500 bytes]"
+    assert body.endswith("END")
+    assert len(body) <= 100
+    assert _spilled(note) == "x" * 500 + "END"
 
 
 async def test_large_output_is_bounded_in_memory(tmp_path: Path) -> None:
-    outcome = await _run(
-        tmp_path, "head -c 3000000 /dev/zero | tr '\\0' y", BashTool(output_cap=10)
-    )
-    assert outcome.text == "y" * 10 + (
-        "\n[output truncated to 10 characters; the command printed 3000000 bytes]"
-    )
+    tool = BashTool(max_output_bytes=10, spill_dir=tmp_path)
+    outcome = await _run(tmp_path, "head -c 3000000 /dev/zero | tr '\\0' y", tool)
+    body, note = outcome.text.split("\n")
+    assert body == "y" * 10
+    assert note.startswith("[output truncated; full output: ")
+    assert len(_spilled(note)) == 3_000_000
 
 
 async def test_killed_by_a_signal_is_reported(tmp_path: Path) -> None:
     outcome = await _run(tmp_path, "kill -TERM $$")
-    assert outcome == ToolOutcome("[killed by signal SIGTERM]", True)
+    assert outcome == ToolOutcome("(no output)\n[killed by signal: SIGTERM]", False)
 
 
 @pytest.mark.parametrize("command", ["", "   ", None])
 async def test_a_missing_command_is_an_error(tmp_path: Path, command: str | None) -> None:
-    outcome = await BashTool().run({"command": command}, _context(tmp_path))
+    outcome = await BashTool().run({"command": command, "description": "d"}, _context(tmp_path))
     assert outcome.is_error
-    assert "'command' argument must be a non-empty string" in outcome.text
+    assert outcome.text in (
+        'Error: invalid arguments: missing required property "command"',
+        "Error: invalid command: expected a non-empty string",
+    )
 
 
 async def test_a_missing_cwd_is_an_error(tmp_path: Path) -> None:
-    outcome = await BashTool().run({"command": "true"}, _context(tmp_path / "gone"))
-    assert outcome.is_error
-    assert "could not start the command" in outcome.text
+    gone = tmp_path / "gone"
+    outcome = await BashTool().run({"command": "true", "description": "d"}, _context(gone))
+    assert outcome == ToolOutcome(
+        f"Error: spawn bash ENOENT: the working directory {gone} does not exist", True
+    )
 
 
 async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
@@ -160,9 +173,12 @@ async def test_cancelling_a_turn_in_bash_kills_it_and_logs_a_cancelled_result(
 def test_spec_and_settings_are_checked() -> None:
     spec = BashTool().spec
     assert spec["name"] == "bash"
-    assert spec["parameters"]["required"] == ["command"]
-    assert set(spec["parameters"]["properties"]) == {"command", "description"}
-    with pytest.raises(ValueError, match="timeout_s"):
-        BashTool(timeout_s=0)
-    with pytest.raises(ValueError, match="output_cap"):
-        BashTool(output_cap=0)
+    assert spec["parameters"]["required"] == ["command", "description"]
+    with pytest.raises(ValueError, match="timeout_ms"):
+        BashTool(0)
+    with pytest.raises(ValueError, match="max_timeout_ms"):
+        BashTool(max_timeout_ms=float("nan"))
+    with pytest.raises(ValueError, match="max_output_bytes"):
+        BashTool(max_output_bytes=0)
+    with pytest.raises(ValueError, match="grace_ms"):
+        BashTool(grace_ms=-1)

@@ -144,14 +144,15 @@ async def test_unknown_tool_is_an_error_result_and_the_turn_goes_on() -> None:
     [result] = _of(session, "tool/result")
     assert result["isError"] is True
     assert result["callId"] == "c1"
-    assert "unknown tool 'nope'" in result["content"][0]["text"]
+    assert result["content"][0]["text"] == 'Error: unknown tool "nope"'
+    assert result["error"] == {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
 
 
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        ("{not json", "invalid JSON arguments for tool 'echo'"),
-        ("[1, 2]", "must be a JSON object, got list"),
+        ("{not json", 'Error: invalid arguments: "arguments" must be an object'),
+        ("[1, 2]", 'Error: invalid arguments: "arguments" must be an object'),
     ],
 )
 async def test_bad_arguments_are_an_error_result(arguments: str, expected: str) -> None:
@@ -178,7 +179,7 @@ async def test_a_raising_tool_is_an_error_result() -> None:
         "step": 1,
         "callId": "c1",
         "isError": True,
-        "content": [{"type": "text", "text": "tool 'boom' failed: RuntimeError: kaput"}],
+        "content": [{"type": "text", "text": "Error: RuntimeError: kaput"}],
     }
 
 

@@ -92,7 +92,7 @@ async def test_env_holds_no_secret_and_a_private_home(
     tool = _tool("off")
     outcome = await _bash(tmp_path, "env; printenv DEEPSEEK_API_KEY", tool)
     assert key not in outcome.text
-    assert outcome.is_error  # printenv of an unset variable exits 1
+    assert outcome.text.endswith("[exit code: 1]")  # printenv of an unset variable exits 1
     env = dict(line.split("=", 1) for line in outcome.text.splitlines() if "=" in line)
     assert env["HOME"] == str(tool.sandbox.home) != str(Path.home())
     assert env["TMPDIR"] == str(tool.sandbox.tmp)
@@ -158,7 +158,7 @@ async def test_writes_outside_cwd_and_temp_are_refused(tmp_path: Path) -> None:
             f"ln -s /etc/passwd {outside}/link",
         ):
             outcome = await _bash(cwd, command, tool)
-            assert outcome.is_error, command
+            assert "\n[exit code: " in outcome.text, command
             assert "ermission denied" in outcome.text or "not permitted" in outcome.text, command
         assert not real_home.exists()
     finally:
@@ -185,11 +185,11 @@ async def test_network_deny_refuses_loopback(tmp_path: Path, listener: int) -> N
     tool = _tool(network="deny")
     python = f"{sys.executable} -I -c 'import socket; socket.create_connection((\"127.0.0.1\", {listener}), 2)'"  # noqa: E501
     outcome = await _bash(tmp_path, python, tool)
-    assert outcome.is_error
+    assert outcome.text.endswith("[exit code: 1]")
     assert "Error" in outcome.text
     if shutil.which("curl"):
         curl = await _bash(tmp_path, f"curl -sS -m 2 http://127.0.0.1:{listener}/", tool)
-        assert curl.text.endswith("[exit code 7]")  # couldn't connect
+        assert curl.text.endswith("[exit code: 7]")  # couldn't connect
 
 
 @pytest.mark.usefixtures("mechanisms")
@@ -206,7 +206,7 @@ async def test_strict_with_a_missing_mechanism_is_a_clear_error(tmp_path: Path) 
     outcome = await _bash(tmp_path, "touch ran", tool)
     assert outcome.is_error
     assert outcome.text == (
-        "bash: sandbox unavailable and DSH_SANDBOX=strict: missing Landlock (writes are not "
+        "Error: sandbox unavailable and DSH_SANDBOX=strict: missing Landlock (writes are not "
         "confined); a network namespace (user namespaces are disabled)"
     )
     assert not (tmp_path / "ran").exists()
@@ -230,7 +230,7 @@ async def test_off_runs_unconfined(tmp_path: Path) -> None:
     cwd, outside = tmp_path / "cwd", tmp_path / "outside"
     cwd.mkdir()
     outside.mkdir()
-    assert await _bash(cwd, f"touch {outside}/new", _tool("off")) == ToolOutcome("")
+    assert await _bash(cwd, f"touch {outside}/new", _tool("off")) == ToolOutcome("(no output)")
     assert (outside / "new").exists()
 
 

@@ -86,7 +86,12 @@ def test_bad_yaml_and_bad_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("steps", "field"),
     [
-        ({"steps": [{"op": "dance"}]}, "steps.0.op"),
+        ({"steps": [{"op": ""}]}, "steps.0.op"),
+        ({"steps": [{"op": 7}]}, "steps.0.op"),
+        (
+            {"steps": [{"op": "newSessionExpectError", "additionalDirectories": "x"}]},
+            "steps.0.additionalDirectories",
+        ),
         ({"steps": []}, "steps"),
         ({"steps": [{"op": "initialize"}, {"op": "prompt"}]}, "steps.1.text"),
     ],

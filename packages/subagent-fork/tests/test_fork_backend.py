@@ -9,6 +9,7 @@ import pytest
 
 from dsh_core import (
     Agent,
+    AgentConfig,
     BashTool,
     Chunk,
     CreateOptions,
@@ -139,12 +140,14 @@ async def test_fork_in_the_first_turn_has_an_empty_seed_and_no_seed_length() -> 
     assert (result["content"][0]["text"], result["isError"]) == ("CHILD", False)
 
 
-async def test_fork_of_a_child_is_refused_at_the_default_depth() -> None:
+async def test_fork_of_a_child_is_refused_at_the_june_default_depth() -> None:
+    # June's loop allows one level of delegation; the current profile's depth-3 rule is
+    # covered in dsh_core's test_agent_subagent_current.py.
     store = InMemorySessionStore()
     model = ScriptedModel(
         [[_fork_call("inner"), _text("PARENT")], [_fork_call("deeper"), _text("CHILD")]]
     )
-    agent = Agent(model, store, [SubagentTool(ForkBackend())])
+    agent = Agent(model, store, [SubagentTool(ForkBackend())], AgentConfig(profile="june"))
     parent = store.create(CreateOptions())
     await agent.run_turn(parent, "go")
     headers = store.list_sessions()

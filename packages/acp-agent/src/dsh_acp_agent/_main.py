@@ -114,11 +114,11 @@ def build_agent(settings: AgentSettings) -> Wiring:
     sandbox = build_sandbox()
     model, replay = build_model(settings)
     store = build_store(settings)
-    bash = (
-        BashTool(sandbox=sandbox)
-        if settings.bash_timeout is None
-        else BashTool(settings.bash_timeout, sandbox=sandbox)
-    )
+    bash = BashTool(sandbox=sandbox)
+    if settings.bash_timeout is not None:
+        limit_ms = settings.bash_timeout * 1000
+        max_ms = max(limit_ms, bash.max_timeout_ms)
+        bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
         max_steps=settings.max_steps,

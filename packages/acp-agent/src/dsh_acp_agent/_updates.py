@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from dsh_core import Event
+from dsh_core import Event, bash_argument_errors
 
 __all__ = ["UpdateMapper", "replay_updates"]
 
@@ -51,71 +51,89 @@ def _result_text(content: Any) -> str:
 
 
 def _console(output: str) -> str:
-    """Bash output fenced the way the upstream client renders it."""
-    return "```console\n" + output + ("" if output.endswith("\n") else "\n") + "```"
+    """Bash output fenced the way upstream's ``presentResult`` does (trailing newlines cut)."""
+    return "```console\n" + output.rstrip("\n") + "\n```"
 
 
 class UpdateMapper:
     """Maps one session's events to ``session/update`` payloads (the ``update`` object).
 
-    Stateful: a ``tool/result`` is rendered according to the tool its ``tool/call`` named.
+    Stateful: a ``tool/result`` is rendered according to its ``tool/call``, and a text block
+    that arrived whole is shown only when no delta showed it.
     """
 
     def __init__(self) -> None:
-        self._tool_names: dict[str, str] = {}
+        self._bash_calls: set[str] = set()  # calls presented as bash (well-formed arguments)
+        self._streamed: set[tuple[Any, Any, Any]] = set()  # (turn, step, index) with deltas
 
     def updates_for(self, event: Event) -> list[JsonObject]:
         """The updates ``event`` produces (most events produce none)."""
         data = event.data
         if event.type == "assistant/chunk":
-            return self._chunk(data.get("chunk"))
+            return self._chunk(data.get("turn"), data.get("step"), data.get("chunk"))
         if event.type == "tool/call":
             return [self._tool_call(data)]
         if event.type == "tool/result":
             return [self._tool_result(data)]
         return []
 
-    def _chunk(self, chunk: Any) -> list[JsonObject]:
+    def _chunk(self, turn: Any, step: Any, chunk: Any) -> list[JsonObject]:
         if not isinstance(chunk, Mapping):
             return []
         fields = cast(Mapping[str, Any], chunk)
+        key = (turn, step, fields.get("index"))
+        if fields.get("type") == "block-end":
+            return self._whole_block(key, fields.get("block"))
         text = fields.get("text")
         if not isinstance(text, str):
             return []
         if fields.get("type") == "reasoning-delta":
+            self._streamed.add(key)
             return [_chunk_update("agent_thought_chunk", text)]
         if fields.get("type") == "text-delta":
+            self._streamed.add(key)
             return [_chunk_update("agent_message_chunk", text)]
         return []
+
+    def _whole_block(self, key: tuple[Any, Any, Any], block: Any) -> list[JsonObject]:
+        """A text block that arrived whole in ``block-end``, with no deltas, is shown once
+        (upstream does so; its recordings of non-streamed replies depend on it)."""
+        if key in self._streamed or not isinstance(block, Mapping):
+            return []
+        fields = cast(Mapping[str, Any], block)
+        text = fields.get("text")
+        if fields.get("type") != "text" or not isinstance(text, str) or not text:
+            return []
+        return [_chunk_update("agent_message_chunk", text)]
 
     def _tool_call(self, data: Mapping[str, Any]) -> JsonObject:
         call_id = str(data.get("callId", ""))
         name = str(data.get("name", ""))
-        self._tool_names[call_id] = name
         arguments = _parse_arguments(data.get("arguments"))
         update: JsonObject = {"sessionUpdate": "tool_call", "toolCallId": call_id}
-        if name == _BASH and isinstance(arguments, Mapping):
-            parsed = cast(Mapping[str, Any], arguments)
-            command = parsed.get("command")
-            if isinstance(command, str):
-                update |= {
-                    "title": command,
-                    "kind": "execute",
-                    "status": "in_progress",
-                    "rawInput": command,
-                }
-                description = parsed.get("description")
-                if isinstance(description, str) and description:
-                    update["content"] = [_text_content(description)]
-                return update
+        bash = _valid_bash_arguments(name, arguments)
+        if bash is not None:
+            # Upstream's presentCall: the command is the title (an execute card hides
+            # rawInput), the description a content block above it.
+            command = bash["command"]
+            self._bash_calls.add(call_id)
+            return update | {
+                "title": command,
+                "kind": "execute",
+                "status": "in_progress",
+                "rawInput": command,
+                "content": [_text_content(str(bash["description"]))],
+            }
         kind = "execute" if name == _BASH else "other"
         update |= {"title": name, "kind": kind, "status": "in_progress", "rawInput": arguments}
         return update
 
     def _tool_result(self, data: Mapping[str, Any]) -> JsonObject:
         call_id = str(data.get("callId", ""))
-        text = _result_text(data.get("content"))
-        if self._tool_names.get(call_id) == _BASH:
+        content = data.get("content")
+        text = _result_text(content)
+        # Upstream's presentResult fences exactly one text block of a well-formed bash call.
+        if call_id in self._bash_calls and _single_text_block(content):
             text = _console(text)
         status = "failed" if data.get("isError") is True else "completed"
         return {
@@ -124,6 +142,22 @@ class UpdateMapper:
             "status": status,
             "content": [_text_content(text)],
         }
+
+
+def _valid_bash_arguments(name: str, arguments: Any) -> Mapping[str, Any] | None:
+    """A ``bash`` call's arguments when they pass its schema, else ``None`` (upstream then
+    presents the call generically)."""
+    if name != _BASH or not isinstance(arguments, Mapping):
+        return None
+    parsed = cast(Mapping[str, Any], arguments)
+    return None if bash_argument_errors(parsed) else parsed
+
+
+def _single_text_block(content: Any) -> bool:
+    if not isinstance(content, list) or len(cast(list[Any], content)) != 1:
+        return False
+    block: Any = cast(list[Any], content)[0]
+    return isinstance(block, Mapping) and cast(Mapping[str, Any], block).get("type") == "text"
 
 
 def replay_updates(events: Iterable[Event]) -> list[JsonObject]:

@@ -210,16 +210,20 @@ class AgentProcess:
             if _answers(frame, request_id):
                 return frame
 
-    def next_update(self, request_id: int) -> JsonObject | None:
-        """Wait for the next ``session/update``; ``None`` if ``request_id`` was answered first.
+    def next_update(self, request_id: int, kind: str | None = None) -> JsonObject | None:
+        """Wait for the next ``session/update`` (of ``kind``, e.g. ``agent_message_chunk``,
+        when given); ``None`` if ``request_id`` was answered first.
 
         Raises:
             AgentProcessError: neither came in time, or stdout closed first.
         """
         method = self._methods.get(request_id, "request")
+        what = f"the first {kind or 'session/update'} of {method} (id {request_id})"
         while True:
-            frame = self._next_frame(f"the first session/update of {method} (id {request_id})")
-            if frame.get("method") == "session/update":
+            frame = self._next_frame(what)
+            if frame.get("method") == "session/update" and (
+                kind is None or _update_kind(frame) == kind
+            ):
                 return frame
             if _answers(frame, request_id):
                 return None
@@ -246,13 +250,20 @@ class AgentProcess:
 
     # --- the ACP methods ------------------------------------------------------------------
 
-    def initialize(self) -> JsonObject:
-        """``initialize`` with protocol version 1 and no client capabilities; its result."""
-        return self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    def initialize(self, client_capabilities: JsonObject | None = None) -> JsonObject:
+        """``initialize`` with protocol version 1 and ``client_capabilities`` (default none);
+        its result."""
+        params = {"protocolVersion": 1, "clientCapabilities": client_capabilities or {}}
+        return self.request("initialize", params)
+
+    def send_new_session(self, cwd: Path, **extra: Any) -> int:
+        """Write a ``session/new`` in ``cwd`` without MCP servers, plus ``extra`` params
+        (e.g. ``additionalDirectories``), without waiting; return its id."""
+        return self.send("session/new", {"cwd": str(cwd), "mcpServers": [], **extra})
 
     def new_session(self, cwd: Path) -> str:
         """``session/new`` in ``cwd`` without MCP servers; the new id (kept in ``session_ids``)."""
-        result = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
+        result = self.result(self.send_new_session(cwd))
         session_id = result.get("sessionId")
         if not isinstance(session_id, str):
             raise self._error(f"session/new returned no sessionId: {json.dumps(result)}")
@@ -395,6 +406,12 @@ def _as_frame(line: str) -> JsonObject | None:
     if not isinstance(frame, dict) or cast(JsonObject, frame).get("jsonrpc") != "2.0":
         return None
     return cast(JsonObject, frame)
+
+
+def _update_kind(frame: JsonObject) -> Any:
+    params = frame.get("params")
+    update = cast(JsonObject, params).get("update") if isinstance(params, dict) else None
+    return cast(JsonObject, update).get("sessionUpdate") if isinstance(update, dict) else None
 
 
 def _answers(frame: JsonObject, request_id: int) -> bool:

@@ -14,7 +14,14 @@ from dsh_core._agent import (
     next_turn_number,
 )
 from dsh_core._atomic import atomic_write
-from dsh_core._bash import BashTool
+from dsh_core._bash import (
+    BashResult,
+    BashTool,
+    CollectedOutput,
+    OutputCollector,
+    bash_argument_errors,
+    render_bash_result,
+)
 from dsh_core._errors import (
     DshError,
     LogFormatError,
@@ -192,12 +199,17 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",
+    "BashResult",
     "BashTool",
+    "CollectedOutput",
     "EventListener",
+    "OutputCollector",
     "SubagentTool",
     "TurnOutcome",
+    "bash_argument_errors",
     "messages_from_events",
     "next_turn_number",
+    "render_bash_result",
     # loop profiles
     "DEFAULT_LOOP_PROFILE",
     "DEFAULT_MAX_PARALLEL_TOOL_CALLS",

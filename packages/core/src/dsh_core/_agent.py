@@ -45,7 +45,14 @@ from dsh_core._messages import messages_from_events
 from dsh_core._model import Delegation, ModelClient, ModelError, ModelRequest
 from dsh_core._session import Session, SessionStore, now_ms
 from dsh_core._tool_schedule import CANCELLED_TEXT, ToolCallSchedule
-from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
+from dsh_core._tools import (
+    INVALID_ARGS,
+    UNKNOWN_TOOL,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    is_parallel_safe,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -264,12 +271,20 @@ class _TurnRun:
             )
         )
 
-    def emit_result(self, call: ToolCallBlock, text: str, *, is_error: bool) -> None:
-        self.emit(
-            tool_result(
-                self.session.next_seq, now_ms(), self.turn, self.step, call["id"], text, is_error
-            )
+    def emit_result(
+        self,
+        call: ToolCallBlock,
+        text: str,
+        *,
+        is_error: bool,
+        error: Mapping[str, str] | None = None,
+    ) -> None:
+        event = tool_result(
+            self.session.next_seq, now_ms(), self.turn, self.step, call["id"], text, is_error
         )
+        if error is not None:
+            event.data["error"] = dict(error)
+        self.emit(event)
 
     async def run(self, prompt: str) -> TurnOutcome:
         session = self.session
@@ -326,7 +341,7 @@ class _TurnRun:
             start=self.start_call,
             run=self.run_tool,
             commit=lambda call, outcome: self.emit_result(
-                call, outcome.text, is_error=outcome.is_error
+                call, outcome.text, is_error=outcome.is_error, error=outcome.error
             ),
             is_parallel=self.is_parallel,
             bound=config.max_parallel_tool_calls if self.behaviour.concurrent_tools else 1,
@@ -409,20 +424,17 @@ class _TurnRun:
     async def run_tool(self, call: ToolCallBlock) -> ToolOutcome:
         name = call["name"]
         tool = self.agent.tools.get(name)
+        # Upstream's registry words for what the model got wrong, so a recording of it replays.
         if tool is None:
-            known = ", ".join(self.agent.tools) or "none"
-            return ToolOutcome(f"unknown tool {name!r} (available tools: {known})", True)
+            return ToolOutcome(f'Error: unknown tool "{name}"', True, UNKNOWN_TOOL)
         raw = call["arguments"]
         try:
             arguments: Any = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as error:
-            return ToolOutcome(f"invalid JSON arguments for tool {name!r}: {error}", True)
+        except json.JSONDecodeError:
+            arguments = raw  # upstream hands the raw text on, which the schema then refuses
         if not isinstance(arguments, dict):
-            return ToolOutcome(
-                f"arguments for tool {name!r} must be a JSON object, got "
-                f"{type(arguments).__name__}",
-                True,
-            )
+            text = 'Error: invalid arguments: "arguments" must be an object'
+            return ToolOutcome(text, True, INVALID_ARGS)
         context = ToolContext(
             session=self.session,
             cwd=self.session.header.cwd or os.getcwd(),
@@ -434,7 +446,7 @@ class _TurnRun:
         try:
             return await tool.run(cast(dict[str, Any], arguments), context)
         except Exception as error:  # a tool bug must not take the session down
-            return ToolOutcome(f"tool {name!r} failed: {_describe(error)}", True)
+            return ToolOutcome(f"Error: {_describe(error)}", True)
 
     def end_step(self) -> None:
         if self.step_open:
@@ -466,7 +478,9 @@ class _TurnRun:
             # the cancelled result.
             for started in schedule.open_calls:
                 outcome = started.outcome or ToolOutcome(CANCELLED_TEXT, True)
-                self.emit_result(started.call, outcome.text, is_error=outcome.is_error)
+                self.emit_result(
+                    started.call, outcome.text, is_error=outcome.is_error, error=outcome.error
+                )
             # Calls the model asked for but that never ran still get a result, so the next
             # request's history pairs every tool-call block with a result.
             for call in schedule.unstarted:

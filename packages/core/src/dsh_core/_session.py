@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from dsh_core._errors import SeqError
 from dsh_core._events import Event, SessionHeader, step_end, tool_result, turn_end
@@ -229,11 +229,18 @@ def completed_turn_prefix(events: Sequence[Event]) -> list[Event]:
     return []
 
 
+INTERRUPTED_RESULT_TEXT = "Tool call interrupted by a crash; no result was recorded."
+
+
 def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Event]:
     """Synthetic closers for a turn left open by a crash (empty when nothing is open).
 
-    A ``tool/result`` with ``isError`` for each call without a result, ``step/end`` for an
-    open step, then ``turn/end {kind:"interrupted"}``; numbered after the last event.
+    Upstream's ``interruptedTurnClosers``: an error ``tool/result`` (``error.code``
+    ``interrupted``) for each call of the open step that has no result — the calls are the
+    tool-call blocks of its ``assistant/message`` (and any ``tool/call``), since a crash can
+    come before a call was dispatched — then ``step/end`` for an open step, then ``turn/end
+    {kind:"interrupted"}``; numbered after the last event and stamped with its time (or
+    ``time``), so a repair is deterministic.
     """
     # Logs from other writers are read as found: a missing or non-integer turn/step number
     # must not hide an open turn or crash the repair.
@@ -243,6 +250,7 @@ def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Ev
     pending_calls: dict[str, int] = {}
     for event in events:
         data = event.data
+        step = data.get("step")
         if event.type == "turn/start":
             in_turn, open_step, pending_calls = True, None, {}
             turn = data.get("turn")
@@ -252,35 +260,44 @@ def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Ev
         elif not in_turn:
             continue
         elif event.type == "step/start":
-            step = data.get("step")
             open_step = step if _is_int(step) else (open_step or 0) + 1
         elif event.type == "step/end":
-            open_step = None
+            # A closed step's unanswered calls stay unanswered: upstream repairs only the
+            # step the crash interrupted.
+            open_step, pending_calls = None, {}
+        elif event.type == "assistant/message":
+            for call_id in _tool_call_ids(data.get("content")):
+                pending_calls.setdefault(call_id, step if _is_int(step) else (open_step or 0))
         elif event.type == "tool/call":
-            step = data.get("step")
-            pending_calls[str(data.get("callId"))] = step if _is_int(step) else (open_step or 0)
+            call_id = str(data.get("callId"))
+            pending_calls.setdefault(call_id, step if _is_int(step) else (open_step or 0))
         elif event.type == "tool/result":
             pending_calls.pop(str(data.get("callId")), None)
     if not in_turn:
         return []
-    at = now_ms() if time is None else time
+    at = time if time is not None else (events[-1].time if events else now_ms())
     seq = len(events)
     closers: list[Event] = []
-    for call_id, step in pending_calls.items():
-        closers.append(
-            tool_result(
-                seq,
-                at,
-                open_turn,
-                step,
-                call_id,
-                "interrupted: the session ended before this tool returned",
-                True,
-            )
-        )
+    for call_id, call_step in pending_calls.items():
+        result = tool_result(seq, at, open_turn, call_step, call_id, INTERRUPTED_RESULT_TEXT, True)
+        result.data["error"] = {"name": "InterruptedError", "code": "interrupted"}
+        closers.append(result)
         seq += 1
     if open_step is not None:
         closers.append(step_end(seq, at, open_turn, open_step))
         seq += 1
     closers.append(turn_end(seq, at, open_turn, "interrupted"))
     return closers
+
+
+def _tool_call_ids(content: Any) -> list[str]:
+    """The ids of the tool-call blocks in an ``assistant/message`` content list."""
+    if not isinstance(content, list):
+        return []
+    ids: list[str] = []
+    for block in cast(list[Any], content):
+        if isinstance(block, dict):
+            fields = cast(dict[str, Any], block)
+            if fields.get("type") == "tool-call":
+                ids.append(str(fields.get("id")))
+    return ids

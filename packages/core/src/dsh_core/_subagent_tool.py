@@ -8,7 +8,7 @@ from typing import Any, cast
 from dsh_core._events import Event
 from dsh_core._model import Delegation, ToolSpec
 from dsh_core._subagent import SubagentBackend, SubagentRequest
-from dsh_core._tools import ToolContext, ToolOutcome
+from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
 
 __all__ = ["SubagentTool"]
 
@@ -62,13 +62,15 @@ class SubagentTool:
             The child's final text; an error outcome when the arguments are invalid, the
             depth limit is exceeded (no child is created) or the child's turn did not complete.
         """
-        name = self.backend.tool_name
-        description = arguments.get("description")
-        prompt = arguments.get("prompt")
-        if not isinstance(description, str):
-            return ToolOutcome(f"{name}: the 'description' argument must be a string", True)
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ToolOutcome(f"{name}: the 'prompt' argument must be a non-empty string", True)
+        violations = [
+            f'missing required property "{key}"' if value is None else f'"{key}" must be a string'
+            for key in ("description", "prompt")
+            if not isinstance(value := arguments.get(key), str)
+        ]
+        if violations:
+            text = f"Error: invalid arguments: {'; '.join(violations)}"
+            return ToolOutcome(text, True, INVALID_ARGS)
+        description, prompt = str(arguments["description"]), str(arguments["prompt"])
         agent = context.agent
         parent = context.session
         depth = (parent.header.delegation_depth or 0) + 1
@@ -93,18 +95,16 @@ class SubagentTool:
             return _current_outcome(outcome.kind, own_events)
         if outcome.kind == "completed":
             return ToolOutcome(outcome.final_text)
-        message = (
-            outcome.error.message
-            if outcome.error is not None
-            else _KIND_TEXT.get(outcome.kind, outcome.kind)
-        )
-        return ToolOutcome(f"subagent did not complete: {outcome.kind}: {message}", True)
+        # Upstream's words for a child that did not finish (tool-subagent stopReasonError);
+        # the reason, never partial output.
+        reason = _KIND_TEXT.get(outcome.kind, f"subagent run ended abnormally ({outcome.kind})")
+        return ToolOutcome(f"Error: {reason}", True)
 
 
 _KIND_TEXT = {
-    "aborted": "the child turn was cancelled",
-    "max-tokens": "the child's reply hit the model's output token limit",
-    "interrupted": "the child turn was interrupted",
+    "aborted": "subagent run was cancelled",
+    "error": "subagent run failed",
+    "max-tokens": "subagent run hit its token limit before finishing",
 }
 
 

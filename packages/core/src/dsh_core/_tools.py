@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from dsh_core._agent import Agent
     from dsh_core._session import Session
 
-__all__ = ["Tool", "ToolContext", "ToolOutcome", "is_parallel_safe"]
+__all__ = ["INVALID_ARGS", "UNKNOWN_TOOL", "Tool", "ToolContext", "ToolOutcome", "is_parallel_safe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +29,17 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """The tool's result text (logged in ``tool/result``) and whether it is an error."""
+    """The tool's result text (logged in ``tool/result``), whether it is an error, and the
+    error's ``{name, code}`` when it has one (logged as ``error``, as upstream logs a
+    ``HarnessError``'s, e.g. ``{"name": "ToolArgsError", "code": "INVALID_ARGS"}``)."""
 
     text: str
     is_error: bool = False
+    error: Mapping[str, str] | None = None
+
+
+INVALID_ARGS = {"name": "ToolArgsError", "code": "INVALID_ARGS"}
+UNKNOWN_TOOL = {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
 
 
 @runtime_checkable

@@ -111,9 +111,11 @@ def load_session_scripts(
     events after its ``seedLength`` only, since the seeded prefix holds the parent's calls.
 
     Args:
-        primary: the primary ``session.jsonl``.
+        primary: the primary ``session.jsonl`` (it may be absent when ``override`` is a bare
+            array: the header then defaults to id ``""``, createdAt 0).
         children: the children's logs, in any order.
-        override: the primary's ``replay.override.json``, if the scenario has one.
+        override: the primary's ``replay.override.json``, if the scenario has one (a path
+            that does not exist is ignored, as upstream does).
         seed_slice: ``False`` derives children from all their events, the upstream bug; it
             exists only for the red-to-green proof (``DSH_REPLAY_SEED_SLICE=0``).
 
@@ -124,22 +126,30 @@ def load_session_scripts(
         OverrideError: the override is invalid.
     """
     source = str(primary)
-    log = _read_log(primary)
-    header = _header(log, source)
-    patch = load_override(override) if override is not None else None
-    if patch is not None and patch.replace is not None:
+    # As upstream: an override path that names no file is no override.
+    patch = load_override(override) if override is not None and Path(override).exists() else None
+    events: Sequence[Event] = ()
+    if patch is not None and patch.replace is not None and not Path(primary).exists():
+        # An authored scenario before its first recording: the override is the whole script.
+        header = ReplayHeader("", 0)
         entries = list(patch.replace)
     else:
-        entries = derive_replay_script(log.events, source)
-        if patch is not None:
-            entries = patch.apply(entries)
+        log = _read_log(primary)
+        header = _header(log, source)
+        events = log.events
+        if patch is not None and patch.replace is not None:
+            entries = list(patch.replace)
+        else:
+            entries = derive_replay_script(log.events, source)
+            if patch is not None:
+                entries = patch.apply(entries)
     scripts = [
         SessionScript(
             source,
             header,
             tuple(entries),
-            _first_prompt(log.events),
-            _delegated_calls(log.events),
+            _first_prompt(events),
+            _delegated_calls(events),
         )
     ]
     kids: list[SessionScript] = []

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 from dsh_core import (
     CreateOptions,
@@ -111,6 +111,24 @@ def _torn_tail_start(data: bytes) -> int:
     except ValueError:  # covers UnicodeDecodeError and JSONDecodeError
         return start
     return end
+
+
+def _uncommitted_damage_start(data: bytes, error: LogFormatError) -> int | None:
+    """Where the line ``error`` names begins, if no ``turn/end`` follows it (so it lies in the
+    uncommitted tail of an interrupted turn); ``None`` when it is committed damage."""
+    if error.line is None or error.line <= 1:
+        return None  # the header is published whole; damage there is never a crash tail
+    lines = data.split(b"\n")
+    if error.line > len(lines):
+        return None
+    for raw in lines[error.line - 1 :]:
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            continue
+        if isinstance(value, dict) and cast(dict[str, Any], value).get("type") == "turn/end":
+            return None
+    return sum(len(line) + 1 for line in lines[: error.line - 1])
 
 
 def _torn_tail_start_file(f: BinaryIO, size: int) -> int:
@@ -452,7 +470,16 @@ class JsonlSessionStore:
                 f.seek(0)
                 data = f.read()
                 cut, size = _torn_tail_start(data), len(data)
-                log = _parse(data[:cut], str(path))
+                try:
+                    log = _parse(data[:cut], str(path))
+                except LogFormatError as error:
+                    # Damage after the last committed turn/end is a crash tail (upstream's
+                    # scanLog): cut there. Damage before it is corruption.
+                    tail = _uncommitted_damage_start(data[:cut], error)
+                    if tail is None:
+                        raise
+                    cut = tail
+                    log = _parse(data[:cut], str(path))
         self._check_id(log.header, session_id, path)
         return _Scan(log, cut, size - cut)
 

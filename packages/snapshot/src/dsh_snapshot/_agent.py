@@ -99,9 +99,21 @@ class AgentProcess(testing.AgentProcess):
         """
         text = step.text or ""
         if step.op == "initialize":
-            self.initialize()
+            # The harness's terminalOutput: the client says it renders terminal output.
+            meta = {"_meta": {"terminal_output": True}} if step.terminal_output else {}
+            self.initialize(meta)
         elif step.op == "newSession":
             self.new_session(self.cwd)
+        elif step.op == "newSessionExpectError":
+            extra: dict[str, Any] = {}
+            if step.additional_directories is not None:
+                extra["additionalDirectories"] = step.additional_directories
+            response = self.response(self.send_new_session(self.cwd, **extra))
+            if "error" not in response:
+                raise AgentError(
+                    f"newSessionExpectError: session/new succeeded but an error response "
+                    f"was expected: {json.dumps(response)}"
+                )
         elif step.op == "loadSession":
             self.load_session(self._session(step), self.cwd)
         elif step.op == "prompt":
@@ -116,15 +128,19 @@ class AgentProcess(testing.AgentProcess):
         elif step.op == "promptAndCancel":
             session_id = self._session(step)
             request_id = self.send_prompt(session_id, text)
-            if self.next_update(request_id) is None:
+            # As upstream's harness: cancel once the client has seen streamed message text,
+            # so those frames always precede the cancelled response.
+            if self.next_update(request_id, "agent_message_chunk") is None:
                 raise AgentError(
                     "promptAndCancel: the prompt finished before any "
-                    "session/update, so there was nothing to cancel"
+                    "agent_message_chunk, so there was nothing to cancel"
                 )
             self.notify("session/cancel", {"sessionId": session_id})
             self.result(request_id)
-        else:  # cancel
+        elif step.op == "cancel":
             self.notify("session/cancel", {"sessionId": self._session(step)})
+        else:
+            raise AgentError(f"needs op {step.op}: this runner does not drive it")
         self._no_stray_lines()
 
     def finish(self) -> int:

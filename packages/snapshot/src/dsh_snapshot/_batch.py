@@ -58,11 +58,19 @@ def summary_line(results: Iterable[ScenarioResult]) -> str:
     sessions = sum(r.sessions for r in items)
     calls = sum(r.calls for r in items)
     passed = sum(1 for r in items if r.ok)
+    lacking = sum(1 for r in items if r.needs)
     verb = "replayed" if all(r.options.mode in ("replay", "refresh") for r in items) else "made"
-    return (
+    line = (
         f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls {verb}: {passed} passed, {len(items) - passed} failed"
+        f"{calls} model calls {verb}: {passed} passed, {len(items) - passed - lacking} failed"
     )
+    return line + (f", {lacking} need what we lack" if lacking else "")
+
+
+def _verdict(result: ScenarioResult) -> str:
+    if result.ok:
+        return "[green]pass[/green]"
+    return "[yellow]NEEDS[/yellow]" if result.needs else "[red]FAIL[/red]"
 
 
 def print_results(console: Console, results: Sequence[ScenarioResult], title: str) -> None:
@@ -85,7 +93,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             r.scenario.name,
             r.options.composition,
             r.options.mode,
-            "[green]pass[/green]" if r.ok else "[red]FAIL[/red]",
+            _verdict(r),
             str(r.sessions),
             str(r.calls),
             f"{r.seconds:.2f}",
@@ -95,7 +103,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
     for r in results:
         if not r.ok:
             console.print(
-                f"[red]FAIL[/red] {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
+                f"{_verdict(r)} {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
                 highlight=False,
             )
             for failure in r.failures:

@@ -114,6 +114,7 @@ class ScenarioResult:
     written: list[str] = field(default_factory=list[str])
     logs: list[list[Any]] = field(default_factory=list[list[Any]])
     frames: list[Any] = field(default_factory=list[Any])
+    needs: list[str] = field(default_factory=list[str])
     usage: Usage = field(default_factory=Usage)
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
@@ -318,7 +319,14 @@ def run_scenario(
     result = ScenarioResult(scenario, options)
     started = time.perf_counter()
     try:
-        _run(scenario, options, result, agents)
+        # Links are refused before any file of the scenario is read (SECURITY.md); then a
+        # scenario that needs an op, a tool or a feature we lack is not run: it says so.
+        check_scenario_links(scenario)
+        result.needs = scenario.needs(recordings=options.mode in ("replay", "refresh"))
+        if result.needs:
+            result.failures.append(f"needs {'; '.join(result.needs)}")
+        else:
+            _run(scenario, options, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
@@ -342,9 +350,8 @@ def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
 def _run(
     scenario: Scenario, options: RunOptions, result: ScenarioResult, agents: WarmAgents | None
 ) -> None:
-    # A scenario arrives in a pull request: it is checked before anything of it runs, in
-    # every mode (SECURITY.md).
-    check_scenario_links(scenario)
+    # A scenario arrives in a pull request: it is scanned before anything of it runs, in
+    # every mode (SECURITY.md); run_scenario has already refused links leading out.
     literals = [options.api_key] if options.api_key else []
     allowlist = scenario.meta.secrets_allowlist if scenario.meta is not None else ()
     findings = scan_folder(scenario.path, allowlist, literals)

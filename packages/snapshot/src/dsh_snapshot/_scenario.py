@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
 from dsh_snapshot._expect import PromptExpectation
+from dsh_snapshot._needs import scenario_needs
 from dsh_snapshot._provenance import Provenance
 
 __all__ = [
@@ -105,20 +106,23 @@ class SnapshotMeta(BaseModel):
 
 
 class Step(BaseModel):
-    """One step of ``input.json``."""
+    """One step of ``input.json``.
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    ``op`` may name an op this runner does not drive (later upstream harnesses have more);
+    such a scenario is reported as needing it (:meth:`Scenario.needs`), not rejected here.
+    """
 
-    op: Literal[
-        "initialize",
-        "newSession",
-        "loadSession",
-        "prompt",
-        "promptAndCancel",
-        "cancel",
-        "promptExpectError",
-    ]
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    op: str = Field(min_length=1)
     text: str | None = None
+    terminal_output: bool = Field(default=False, alias="terminalOutput")
+    additional_directories: list[str] | None = Field(default=None, alias="additionalDirectories")
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The step as written in ``input.json`` (its own field names, set fields only)."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
 
 
 # A step field whose name ends like one of these names a path (``cwd``, ``waitForFile.path``,
@@ -147,7 +151,13 @@ def step_paths(step: Step) -> list[tuple[str, str]]:
         elif pathish:
             found.append((where, value if isinstance(value, str) else repr(value)))
 
-    walk(step.model_extra or {}, "", False)
+    fields = step.raw
+    if step.op == "newSessionExpectError":
+        # Sent to the agent only to be refused (the step fails if it is accepted); the run
+        # never opens them, so they need not lie inside it (upstream's reject-extra-dirs
+        # names "/extra-dir").
+        fields.pop("additionalDirectories", None)
+    walk(fields, "", False)
     return found
 
 
@@ -204,6 +214,17 @@ class Scenario:
         if self.meta is None or self.meta.composition == "default":
             return list(requested)
         return [self.meta.composition]
+
+    def needs(self, *, recordings: bool = True) -> list[str]:
+        """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);
+        empty when it can run. ``recordings=False`` skips the tools the recorded logs call
+        (a new recording overwrites them).
+
+        Raises:
+            DshError: a recorded log cannot be read.
+        """
+        files = self.session_files if recordings else ()
+        return scenario_needs([s.raw for s in self.steps], files, self.workspace)
 
     @property
     def override_file(self) -> Path | None:

@@ -162,6 +162,9 @@ class ScenarioItem(pytest.Item):
                 api_key=api_key,
             ),
         )
+        if result.needs and self.scenario.meta is None:
+            # An upstream recording of a feature we lack: not ours to fail, but said plainly.
+            pytest.skip(result.summary)
         self.user_properties.append(("sessions", result.sessions))
         self.user_properties.append(("calls_replayed", result.calls))
         if not result.ok:
