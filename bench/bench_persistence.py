@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import CreateOptions, Event, SessionMeta, SessionStore
+from dsh_core import CreateOptions, Event, Session, SessionMeta, SessionStore
 from dsh_core.testing import synthetic_turn
 
 SESSION_ID = "bench-session"
@@ -185,13 +185,24 @@ def _user_cpu() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
 
+def _appender(session: Session, plan: list[list[Event]]) -> Callable[[int], None]:
+    """Append batch ``index`` of ``plan`` to ``session`` as one durable batch."""
+
+    def append(index: int) -> None:
+        for event in plan[index]:
+            session.add(event)
+        session.flush()
+
+    return append
+
+
 def append_interleaved(
     backends: list[Backend], root: Path, plan: list[list[Event]]
 ) -> tuple[dict[str, AppendTime], Anchor | None]:
     """Append ``plan`` to every backend (under ``root/<name>``) and to the anchor, batch by
     batch in rotating order, each batch one durable commit. Returns each side's cost."""
     sides: list[tuple[str, Callable[[int], None]]] = []
-    sessions: list[Any] = []
+    sessions: list[Session] = []
     stores: list[SessionStore] = []
     for backend in backends:
         store = backend.open(root / backend.name)
@@ -201,12 +212,7 @@ def append_interleaved(
         stores.append(store)
         sessions.append(session)
 
-        def append(index: int, session: Any = session) -> None:
-            for event in plan[index]:
-                session.add(event)
-            session.flush()
-
-        sides.append((backend.name, append))
+        sides.append((backend.name, _appender(session, plan)))
     try:
         anchor: _AnchorSide | None = _AnchorSide(root / "anchor.sqlite3", plan)
     except ImportError:
