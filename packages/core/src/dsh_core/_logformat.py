@@ -289,6 +289,10 @@ class _Irregular(Exception):
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # pyright: ignore
 _FAST_SKIP = PACKED_ROW_TYPES | {"session", ""}
+# One encoder for every line written: ``json.dumps`` with arguments builds a new one per call,
+# which is a measurable share of an append (issue #11); the output is the same. NaN and
+# infinities are not JSON: a line holding one would read back as a torn tail, so they are refused.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def _read_log_fast(text: str, source: str) -> SessionLog:
@@ -466,11 +470,7 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
 
 def dumps_header(header: SessionHeader) -> str:
     """One header line, without the newline."""
-    return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":"))
-
-
-# NaN and infinities are not JSON: a line holding one would read back as a torn tail
-_dumps_strict = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    return _ENCODE(header.to_json())
 
 
 def dumps_event(event: Event) -> str:
@@ -481,7 +481,7 @@ def dumps_event(event: Event) -> str:
             (upstream's ``assertSerializable``); nothing is written.
     """
     try:
-        return _dumps_strict(event.to_json())
+        return _ENCODE(event.to_json())
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
