@@ -179,7 +179,7 @@ async def test_a_raising_tool_is_an_error_result() -> None:
         "step": 1,
         "callId": "c1",
         "isError": True,
-        "content": [{"type": "text", "text": "Error: RuntimeError: kaput"}],
+        "content": [{"type": "text", "text": "Error: kaput"}],
     }
 
 

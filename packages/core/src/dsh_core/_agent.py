@@ -451,7 +451,7 @@ class _TurnRun:
         try:
             return await tool.run(cast(dict[str, Any], arguments), context)
         except Exception as error:  # a tool bug must not take the session down
-            return ToolOutcome(f"Error: {_describe(error)}", True)
+            return _raised_outcome(error)
 
     def end_step(self) -> None:
         if self.step_open:
@@ -502,6 +502,15 @@ def _joined_text(content: Sequence[ContentBlock]) -> str:
 def _describe(error: BaseException) -> str:
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _raised_outcome(error: Exception) -> ToolOutcome:
+    """What the model sees of a tool that raised, as upstream's registry reports a throw:
+    ``Error: <message>`` (the type's name when there is none), and ``{name, code}`` when the
+    exception carries a string ``code`` (upstream's ``HarnessError``)."""
+    code = getattr(error, "code", None)
+    structured = {"name": type(error).__name__, "code": code} if isinstance(code, str) else None
+    return ToolOutcome(f"Error: {str(error) or type(error).__name__}", True, structured)
 
 
 async def _aclose(stream: object) -> None:
