@@ -235,14 +235,19 @@ class AgentProcess:
                 f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self.stderr_tail()}"
             )
         with self._arrived:
-            if self._cursor == len(self.frames):
-                code = self.process.poll()
-                raise self._error(
-                    f"the agent closed stdout (exit code {code}) while waiting for "
-                    f"{waiting_for}; stderr: {self.stderr_tail()}"
-                )
-            self._cursor += 1
-            return self.frames[self._cursor - 1]
+            closed = self._cursor == len(self.frames)
+            if not closed:
+                self._cursor += 1
+                return self.frames[self._cursor - 1]
+        # stdout ended first; stderr and the exit code follow a moment later on a loaded
+        # machine, and the error is only useful with them, so give both a short grace.
+        self._readers[1].join(timeout=min(self.timeout, 5.0))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=min(self.timeout, 5.0))
+        raise self._error(
+            f"the agent closed stdout (exit code {self.process.poll()}) while waiting for "
+            f"{waiting_for}; stderr: {self.stderr_tail()}"
+        )
 
     def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
         with self._arrived:
