@@ -29,12 +29,11 @@ __all__ = ["add_new_parser", "mark_scripted", "meta_text", "run_new", "scaffold_
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def meta_text(profile: str, recording: str = "scripted", loop: LoopProfile = "current") -> str:
-    """A minimal ``snapshot.yml``."""
-    return (
-        f"version: 1\nprofile: {profile}\ncomposition: default\nrecording: {recording}\n"
-        f'loop: {loop}\ndescription: "TODO: what this scenario proves"\n'
-    )
+def meta_text(profile: str, description: str | None = None, loop: LoopProfile = "current") -> str:
+    """A minimal ``snapshot.yml`` of a scripted recording."""
+    text = f"version: 1\nprofile: {profile}\ncomposition: default\nrecording: scripted\n"
+    text += f"loop: {loop}\n"
+    return text + (f"description: {json.dumps(description)}\n" if description else "")
 
 
 def _script() -> dict[str, Any]:
@@ -69,7 +68,8 @@ def scaffold_scenario(name: str, parent: Path) -> Path:
         raise ScenarioError(folder, None, "already exists; new never overwrites a scenario")
     steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "Say hello."}]
     folder.mkdir(parents=True)
-    (folder / META_FILE).write_text(meta_text(parent.name or "sdk"), encoding="utf-8")
+    description = "One prompt answered by one scripted text block (say what yours proves)."
+    (folder / META_FILE).write_text(meta_text(parent.name or "sdk", description), "utf-8")
     (folder / INPUT_FILE).write_text(json.dumps({"steps": steps}, indent=1) + "\n", "utf-8")
     (folder / SCRIPT_FILE).write_text(json.dumps(_script(), indent=1) + "\n", "utf-8")
     return folder
