@@ -179,7 +179,7 @@ async def test_a_raising_tool_is_an_error_result() -> None:
         "step": 1,
         "callId": "c1",
         "isError": True,
-        "content": [{"type": "text", "text": "Error: RuntimeError: kaput"}],
+        "content": [{"type": "text", "text": "Error: kaput"}],
     }
 
 
@@ -411,18 +411,28 @@ async def test_requests_carry_the_system_prompt_and_tool_specs(tmp_path: Path) -
     assert request.messages == [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
 
 
-@pytest.mark.parametrize("kind", ["error", "aborted"])
-async def test_a_finish_with_an_error_reason_ends_the_turn_as_an_error(kind: str) -> None:
-    agent, _, session, _ = _setup([_text("x", finish=kind)])
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ({"kind": "error"}, {"message": "the model stream failed"}),
+        ({"kind": "aborted"}, {"message": "model stream aborted", "code": "ABORTED"}),
+        (
+            {"kind": "error", "failure": {"message": "nope", "code": "AUTH"}},
+            {"message": "nope", "code": "AUTH"},
+        ),
+    ],
+)
+async def test_a_finish_with_an_error_reason_ends_the_turn_as_an_error(
+    reason: dict[str, Any], expected: dict[str, str]
+) -> None:
+    chunks = _text("x")
+    chunks[-1] = {"type": "finish", "reason": reason}  # type: ignore[typeddict-item]
+    agent, _, session, _ = _setup([chunks])
     outcome = await agent.run_turn(session, "go")
     assert outcome.kind == "error"
-    assert "assistant/message" in _types(session)
-    assert session.events[-1].data["reason"] == {
-        "kind": "error",
-        "step": 1,
-        "message": f"the model finished the step with reason {kind!r}",
-        "code": "MODEL_FINISH",
-    }
+    # The failed step's content is not a message (its chunks stay logged).
+    assert "assistant/message" not in _types(session)
+    assert session.events[-1].data["reason"] == {"kind": "error", "step": 1, **expected}
 
 
 async def test_nothing_after_finish_is_read_or_logged() -> None:

@@ -5,13 +5,22 @@ unit tests"."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_core import CreateOptions, Event, LogFormatError, SeqError, SessionMeta
+from dsh_core import (
+    CreateOptions,
+    Event,
+    LogFormatError,
+    SeqError,
+    SessionMeta,
+    StoreAccessError,
+)
 from dsh_persistence_jsonl import JsonlSessionStore
 
 _START = {"turn": 1, "trigger": {"kind": "message", "source": {"kind": "user"}}}
@@ -171,3 +180,94 @@ def test_path_traversal_ids_cannot_escape_the_root(tmp_path: Path, hostile: str)
     with pytest.raises(ValueError, match="session id"):
         store.create(CreateOptions(hostile))
     assert list(tmp_path.iterdir()) == [tmp_path / "root"]
+
+
+def _one_turn(session_id: str, store: JsonlSessionStore) -> Any:
+    session = store.create(CreateOptions(session_id, meta=SessionMeta(cwd="/w")))
+    session.add(Event("turn/start", 0, 1, _START))
+    session.add(Event("turn/end", 1, 2, {"turn": 1, "reason": {"kind": "completed"}}))
+    session.flush()
+    return session
+
+
+def test_a_failed_append_truncates_its_partial_bytes_so_a_retry_has_no_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # upstream simulates ENOSPC from the fsync after the bytes are written; so do we, once
+    store = JsonlSessionStore(tmp_path)
+    session = _one_turn("truncate-retry", store)
+    path = tmp_path / "truncate-retry.jsonl"
+    size_before = path.stat().st_size
+    real_fsync = os.fsync
+    failures = [OSError(errno.ENOSPC, "simulated fsync ENOSPC")]
+
+    def failing_fsync(fd: int) -> None:
+        if failures:
+            raise failures.pop()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    session.add(Event("turn/start", 2, 9, _START | {"turn": 2}))
+    session.add(Event("turn/end", 3, 10, {"turn": 2, "reason": {"kind": "completed"}}))
+    with pytest.raises(OSError, match="ENOSPC"):
+        session.flush()
+    assert path.stat().st_size == size_before
+    session.flush()  # the batch stayed pending (no silent loss); the retry continues at seq 2
+    session.close()
+    assert [e.seq for e in store.load("truncate-retry").events] == [0, 1, 2, 3]
+
+
+# describe('SessionPersistenceJsonl: edge cases')
+def test_list_on_an_empty_root_returns_nothing(tmp_path: Path) -> None:
+    assert JsonlSessionStore(tmp_path).list_sessions() == []
+
+
+def test_list_returns_nothing_when_the_root_does_not_exist_yet(tmp_path: Path) -> None:
+    assert JsonlSessionStore(tmp_path / "does-not-exist-yet").list_sessions() == []
+
+
+def test_a_root_that_is_a_file_is_an_error_not_an_empty_listing(tmp_path: Path) -> None:
+    (tmp_path / "not-a-dir").write_text("x")
+    with pytest.raises(StoreAccessError, match="not a directory"):
+        JsonlSessionStore(tmp_path / "not-a-dir").list_sessions()
+
+
+def test_list_reads_a_header_line_longer_than_a_read_chunk(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 0, "id": "big", "createdAt": 1, "pad": "x" * 9000}
+    (tmp_path / "big.jsonl").write_text(json.dumps(header) + "\n")
+    assert [h.id for h in JsonlSessionStore(tmp_path).list_sessions()] == ["big"]
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [len, _circular(), float("inf"), {1, 2}, b"bytes"],
+    ids=["function", "circular", "infinity", "set", "bytes"],
+)
+def test_non_json_event_data_is_refused_and_never_stored(tmp_path: Path, extra: Any) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = store.create(CreateOptions("serial"))
+    message = {"content": [{"type": "text", "text": "x"}], "source": {"kind": "user"}}
+    session.add(Event("user/message", 0, 1, message | {"extra": extra}))
+    with pytest.raises(ValueError, match="'user/message' at seq 0 carries data that is not JSON"):
+        session.flush()
+    assert store.load("serial").events == []
+
+
+def test_well_formed_json_values_are_stored(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path)
+    session = store.create(CreateOptions("json-ok"))
+    data = {
+        "content": [{"type": "text", "text": "x"}],
+        "source": {"kind": "user"},
+        "extra": {"a": None, "b": True, "c": [1, 2, {"d": "nested"}]},
+    }
+    session.add(Event("user/message", 0, 1, data))
+    session.close()
+    assert "json-ok" in [h.id for h in store.list_sessions()]
+    assert store.load("json-ok").events == [Event("user/message", 0, 1, data)]

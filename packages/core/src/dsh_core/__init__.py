@@ -117,6 +117,7 @@ from dsh_core._session import (
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._subagent_tool import SubagentTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
+from dsh_core._validate import validate_arguments
 
 __all__ = [
     # log format
@@ -182,6 +183,7 @@ __all__ = [
     "ToolSpec",
     "UserMessage",
     "is_parallel_safe",
+    "validate_arguments",
     # errors
     "DshError",
     "LogFormatError",

@@ -38,6 +38,7 @@ from dsh_core._loop_profile import (
     EMPTY_RESPONSE_CODE,
     LoopBehaviour,
     LoopProfile,
+    finish_failure,
     is_empty_completion,
     loop_behaviour,
 )
@@ -300,7 +301,7 @@ class _TurnRun:
                 self.end_step()
                 return self.end_turn("error", failed.error)
             self.end_step()
-            if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
+            if finish_kind == "max-tokens":
                 return self.end_turn("max-tokens")
             if has_calls:
                 if self.step >= max_steps:
@@ -310,8 +311,6 @@ class _TurnRun:
                 continue
             if finish_kind in ("stop", "tool-calls"):
                 return self.end_turn("completed")
-            if finish_kind == "max-tokens":
-                return self.end_turn("max-tokens")
             return self.end_turn(
                 "error",
                 ModelError(
@@ -325,15 +324,18 @@ class _TurnRun:
         self.step_open = True
         self.emit(step_start(session.next_seq, now_ms(), self.turn, self.step))
         blocks, usage, finish_kind = await self.stream_with_retries()
-        if finish_kind == "max-tokens" and self.behaviour.max_tokens_ends_turn:
-            # Upstream's later loop: a truncated step's tool calls are dropped from the
+        if finish_kind == "max-tokens":
+            # Upstream (June and later): a truncated step's tool calls are dropped from the
             # message and never run (their arguments may be cut off).
             kept: list[ContentBlock] = [b for b in blocks if b["type"] != "tool-call"]
             blocks = kept
         self.last_content = blocks
-        self.emit(
-            assistant_message(session.next_seq, now_ms(), self.turn, self.step, blocks, usage)
-        )
+        # Upstream logs a step's message only when it has content or usage to carry: an
+        # empty one would add nothing to the history (the messages view skips it anyway).
+        if blocks or usage is not None:
+            self.emit(
+                assistant_message(session.next_seq, now_ms(), self.turn, self.step, blocks, usage)
+            )
         calls = [block for block in blocks if block["type"] == "tool-call"]
         config = self.agent.config
         self.schedule = ToolCallSchedule(
@@ -370,6 +372,9 @@ class _TurnRun:
         while True:
             blocks, usage, finish_kind = await self.stream_step()
             if not (retries and is_empty_completion(blocks, self.finish_reason)):
+                failure = finish_failure(self.finish_reason)
+                if failure is not None:
+                    raise _StepFailed(failure)
                 return blocks, usage, finish_kind
             if attempt >= retries:
                 raise _StepFailed(
@@ -446,7 +451,7 @@ class _TurnRun:
         try:
             return await tool.run(cast(dict[str, Any], arguments), context)
         except Exception as error:  # a tool bug must not take the session down
-            return ToolOutcome(f"Error: {_describe(error)}", True)
+            return _raised_outcome(error)
 
     def end_step(self) -> None:
         if self.step_open:
@@ -497,6 +502,15 @@ def _joined_text(content: Sequence[ContentBlock]) -> str:
 def _describe(error: BaseException) -> str:
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _raised_outcome(error: Exception) -> ToolOutcome:
+    """What the model sees of a tool that raised, as upstream's registry reports a throw:
+    ``Error: <message>`` (the type's name when there is none), and ``{name, code}`` when the
+    exception carries a string ``code`` (upstream's ``HarnessError``)."""
+    code = getattr(error, "code", None)
+    structured = {"name": type(error).__name__, "code": code} if isinstance(code, str) else None
+    return ToolOutcome(f"Error: {str(error) or type(error).__name__}", True, structured)
 
 
 async def _aclose(stream: object) -> None:

@@ -290,8 +290,9 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # pyright: ignore
 _FAST_SKIP = PACKED_ROW_TYPES | {"session", ""}
 # One encoder for every line written: ``json.dumps`` with arguments builds a new one per call,
-# which is a measurable share of an append (issue #11); the output is the same.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# which is a measurable share of an append (issue #11); the output is the same. NaN and
+# infinities are not JSON: a line holding one would read back as a torn tail, so they are refused.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def _read_log_fast(text: str, source: str) -> SessionLog:
@@ -473,8 +474,18 @@ def dumps_header(header: SessionHeader) -> str:
 
 
 def dumps_event(event: Event) -> str:
-    """One event line, without the newline (packed rows are never written)."""
-    return _ENCODE(event.to_json())
+    """One event line, without the newline (packed rows are never written).
+
+    Raises:
+        ValueError: the event carries a value JSON cannot hold, naming its type and seq
+            (upstream's ``assertSerializable``); nothing is written.
+    """
+    try:
+        return _ENCODE(event.to_json())
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
+        ) from None
 
 
 def render_log(header: SessionHeader, events: Iterable[Event]) -> str:

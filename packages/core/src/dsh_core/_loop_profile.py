@@ -1,11 +1,12 @@
 """Loop profiles: which era of upstream's agent loop the agent reproduces.
 
 ``june`` is the loop the June-2026 fixtures were recorded with: tool calls run one after
-the other, a child may not delegate again, an empty completion ends the turn as it is, and
-a step that hits the token limit still runs its tool calls. ``current`` is upstream's later
-loop (``packages/core/agent-loop`` and ``packages/subagent`` at head): parallel-safe calls
-run concurrently in a bounded pool, empty completions are retried, children may delegate to
-depth 3, and a ``max-tokens`` step ends the turn and fails a child's delegation.
+the other, a child may not delegate again, and an empty completion ends the turn as it is.
+``current`` is upstream's later loop (``packages/core/agent-loop`` and ``packages/subagent``
+at head): parallel-safe calls run concurrently in a bounded pool, empty completions are
+retried, children may delegate to depth 3, and a ``max-tokens`` child fails its delegation.
+In both, a ``max-tokens`` step ends the turn without running its (possibly cut-off) tool
+calls, as June's ``loop.ts`` already did.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from dsh_core._events import ContentBlock
+from dsh_core._model import ModelError
 
 __all__ = [
     "DEFAULT_LOOP_PROFILE",
@@ -23,6 +25,7 @@ __all__ = [
     "EMPTY_RESPONSE_CODE",
     "LoopBehaviour",
     "LoopProfile",
+    "finish_failure",
     "is_empty_completion",
     "loop_behaviour",
 ]
@@ -48,8 +51,6 @@ class LoopBehaviour:
         empty_response_retries: further ``stream()`` calls in the same step after a
             completion with no content (0: the empty completion stands).
         max_delegation_depth: deepest ``delegationDepth`` a child may have by default.
-        max_tokens_ends_turn: a ``max-tokens`` step ends the turn without running its tool
-            calls (otherwise its calls run and the turn goes on).
         strict_child_outcome: a child that ends other than ``completed`` gives an error
             result with upstream's later wording and the child's partial text; its final
             text is its last non-empty assistant message.
@@ -58,7 +59,6 @@ class LoopBehaviour:
     concurrent_tools: bool
     empty_response_retries: int
     max_delegation_depth: int
-    max_tokens_ends_turn: bool
     strict_child_outcome: bool
 
 
@@ -67,7 +67,6 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         concurrent_tools=False,
         empty_response_retries=0,
         max_delegation_depth=1,
-        max_tokens_ends_turn=False,
         strict_child_outcome=False,
     ),
     # Upstream at head: tool-calls.ts (pool), agent.ts (request-error retry, max-tokens),
@@ -76,7 +75,6 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         concurrent_tools=True,
         empty_response_retries=5,
         max_delegation_depth=3,
-        max_tokens_ends_turn=True,
         strict_child_outcome=True,
     ),
 }
@@ -106,4 +104,26 @@ def is_empty_completion(blocks: Sequence[ContentBlock], reason: Mapping[str, Any
         reason.get("kind") == "error"
         and isinstance(failure, Mapping)
         and cast(Mapping[str, Any], failure).get("code") == EMPTY_RESPONSE_CODE
+    )
+
+
+def finish_failure(reason: Mapping[str, Any]) -> ModelError | None:
+    """The step error a failing ``finish`` reason stands for, as upstream's loop throws it.
+
+    ``{kind: "error"}`` carries its ``message``/``code`` (June's shape) or a ``failure``
+    object holding them (the later shape); ``{kind: "aborted"}`` is ``model stream aborted``
+    coded ``ABORTED``. Every other kind is no failure (``None``).
+    """
+    kind = reason.get("kind")
+    if kind == "aborted":
+        return ModelError("model stream aborted", code="ABORTED")
+    if kind != "error":
+        return None
+    failure = reason.get("failure")
+    facts = cast(Mapping[str, Any], failure) if isinstance(failure, Mapping) else reason
+    message = facts.get("message")
+    code = facts.get("code")
+    return ModelError(
+        message if isinstance(message, str) and message else "the model stream failed",
+        code=code if isinstance(code, str) else None,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -17,7 +18,9 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
     """The conversation a log records, in order, for the next model request.
 
     ``user/message`` becomes a user message, ``assistant/message`` an assistant message (every
-    block, reasoning included) and ``tool/result`` a tool message; every other event (chunks,
+    block, reasoning included), ``tool/result`` a tool message, and ``context/message`` /
+    ``steering/message`` a user message wrapped in ``<context source="…">`` … ``</context>``
+    (``<steering …>``); every other event (chunks,
     turn and step markers, unknown types) is ignored. The June-era shapes are read exactly;
     the later upstream shapes, where the message sits in ``data.message`` and tool results are
     ``tool-result`` items of its content, are read best effort.
@@ -40,7 +43,28 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
                 messages.append(AssistantMessage(role="assistant", content=blocks))
         elif event.type == "tool/result":
             messages.extend(_tool_messages(event.data))
+        elif event.type in _TAGGED:
+            messages.append(_tagged(_TAGGED[event.type], event.data))
     return messages
+
+
+# Injected context and steering reach the model as user messages in an envelope that tells
+# them apart from the user's own prompts (upstream's ``renderTagged``).
+_TAGGED = {"context/message": "context", "steering/message": "steering"}
+
+
+def _tagged(tag: str, data: Mapping[str, Any]) -> UserMessage:
+    source = data.get("source")
+    kind = cast(Mapping[str, Any], source).get("kind") if isinstance(source, Mapping) else None
+    opening = f"<{tag} source={json.dumps(kind if isinstance(kind, str) else 'unknown')}>"
+    return UserMessage(
+        role="user",
+        content=[
+            TextBlock(type="text", text=opening),
+            *_text_blocks(_content_of(data)),
+            TextBlock(type="text", text=f"</{tag}>"),
+        ],
+    )
 
 
 def _content_of(data: Mapping[str, Any]) -> list[Any]:

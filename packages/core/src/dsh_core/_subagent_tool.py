@@ -9,6 +9,7 @@ from dsh_core._events import Event
 from dsh_core._model import Delegation, ToolSpec
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
+from dsh_core._validate import validate_arguments
 
 __all__ = ["SubagentTool"]
 
@@ -62,11 +63,7 @@ class SubagentTool:
             The child's final text; an error outcome when the arguments are invalid, the
             depth limit is exceeded (no child is created) or the child's turn did not complete.
         """
-        violations = [
-            f'missing required property "{key}"' if value is None else f'"{key}" must be a string'
-            for key in ("description", "prompt")
-            if not isinstance(value := arguments.get(key), str)
-        ]
+        violations = validate_arguments(self.spec["parameters"], arguments)
         if violations:
             text = f"Error: invalid arguments: {'; '.join(violations)}"
             return ToolOutcome(text, True, INVALID_ARGS)

@@ -76,13 +76,17 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
+_NO_OUTPUT = "(no output)"
+
+
 def _message(message: Message) -> dict[str, Any]:
     if message["role"] == "user":
         text = _BLOCK_SEPARATOR.join(b["text"] for b in message["content"])
         return {"role": "user", "content": text}
     if message["role"] == "tool":
         text = _BLOCK_SEPARATOR.join(b["text"] for b in message["content"])
-        return {"role": "tool", "tool_call_id": message["callId"], "content": text}
+        # empty tool output still needs some content on the wire (upstream serialize.ts)
+        return {"role": "tool", "tool_call_id": message["callId"], "content": text or _NO_OUTPUT}
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []

@@ -30,7 +30,8 @@ HEADER_COLUMNS = (
 EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, extra"
 """The ``events`` columns a load reads, in the order :func:`events_from_cursor` unpacks."""
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# NaN and infinities are not JSON: SQLite would keep the text but no reader could load it
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _loads = json.loads
 
 
@@ -54,17 +55,27 @@ def header_row(header: SessionHeader) -> tuple[Any, ...]:
 
 
 def event_row(session_id: str, event: Event) -> tuple[Any, ...]:
-    """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL."""
-    return (
-        session_id,
-        event.seq,
-        event.type,
-        event.time,
-        _encode(event.data),
-        _dump_optional(event.source_event_seqs),
-        _dump_optional(event.surface_op),
-        _encode(event.extra) if event.extra else None,
-    )
+    """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL.
+
+    Raises:
+        ValueError: the event carries a value JSON cannot hold (NaN, an object…), naming
+            its type and seq (upstream's ``assertSerializable``); nothing is written.
+    """
+    try:
+        return (
+            session_id,
+            event.seq,
+            event.type,
+            event.time,
+            _encode(event.data),
+            _dump_optional(event.source_event_seqs),
+            _dump_optional(event.surface_op),
+            _encode(event.extra) if event.extra else None,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
+        ) from None
 
 
 def _is_int(value: object) -> bool:
@@ -166,8 +177,14 @@ def _row_data(row: tuple[Any, ...], source: str) -> Any:
         ) from None
 
 
-def events_from_cursor(cursor: sqlite3.Cursor, source: str) -> list[Event]:
+def events_from_cursor(
+    cursor: sqlite3.Cursor, source: str, committed_end: int = -1
+) -> tuple[list[Event], int | None]:
     """Validate ``events`` rows (ordered by seq) into events; ``seq`` must run 0, 1, 2…
+
+    Damage after ``committed_end`` (the seq of the last ``turn/end`` row) is a crash tail, as
+    upstream's ``scanRows`` treats it: the events before it are returned with the seq where
+    the tail begins (``None`` when there is none). Damage at or before it is refused.
 
     The load hot path. ``cursor`` yields :data:`EVENT_COLUMNS` plus ``json_valid(data)`` (or
     ``0`` where SQLite lacks JSON support). Rows are fetched a chunk at a time, so the row
@@ -184,47 +201,61 @@ def events_from_cursor(cursor: sqlite3.Cursor, source: str) -> list[Event]:
     expected = 0
     while rows := cursor.fetchmany(CHUNK_ROWS):
         datas = _bulk_data(rows)
-        if datas is None:
-            datas = [_row_data(row, source) for row in rows]
-        for row, data in zip(rows, datas, strict=True):
-            seq, kind, time, _, seqs_text, op_text, extra_text, _ = row
-            if seq != expected or type(seq) is not int:
-                raise LogFormatError(
-                    source,
-                    None,
-                    f"events[seq={seq}].seq",
-                    f"seq gap: expected seq {expected}, found {seq!r}",
-                )
-            if type(data) is not dict:
-                raise LogFormatError(
-                    source, None, f"events[seq={seq}].data", "data must be a JSON object"
-                )
-            if type(kind) is not str or not kind:
-                raise LogFormatError(
-                    source,
-                    None,
-                    f"events[seq={seq}].type",
-                    f"the type must be a non-empty string, found {kind!r}",
-                )
-            if type(time) is not int:
-                raise LogFormatError(
-                    source,
-                    None,
-                    f"events[seq={seq}].time",
-                    f"time must be an integer, found {time!r}",
-                )
-            kind = share(kind, kind)
-            if kind == "assistant/chunk":
-                # chunk events are most of a log; their chunk type is one of a handful
-                chunk: Any = data.get("chunk")  # pyright: ignore
-                if type(chunk) is dict and type(chunk.get("type")) is str:  # pyright: ignore
-                    chunk["type"] = share(chunk["type"], chunk["type"])  # pyright: ignore
-            if seqs_text is None and op_text is None and extra_text is None:
-                append(Event(kind, seq, time, data))  # pyright: ignore[reportUnknownArgumentType]
-            else:
-                append(_slow_event(kind, seq, time, data, seqs_text, op_text, extra_text, source))  # pyright: ignore[reportUnknownArgumentType]
+        for index, row in enumerate(rows):
+            try:
+                data = datas[index] if datas is not None else _row_data(row, source)
+                seq, kind, time, _, seqs_text, op_text, extra_text, _ = row
+                if seq != expected or type(seq) is not int:
+                    raise LogFormatError(
+                        source,
+                        None,
+                        f"events[seq={seq}].seq",
+                        f"seq gap: expected seq {expected}, found {seq!r}",
+                    )
+                if type(data) is not dict:
+                    raise LogFormatError(
+                        source, None, f"events[seq={seq}].data", "data must be a JSON object"
+                    )
+                if type(kind) is not str or not kind:
+                    raise LogFormatError(
+                        source,
+                        None,
+                        f"events[seq={seq}].type",
+                        f"the type must be a non-empty string, found {kind!r}",
+                    )
+                if type(time) is not int:
+                    raise LogFormatError(
+                        source,
+                        None,
+                        f"events[seq={seq}].time",
+                        f"time must be an integer, found {time!r}",
+                    )
+                kind = share(kind, kind)
+                if kind == "assistant/chunk":
+                    # chunk events are most of a log; their chunk type is one of a handful
+                    chunk: Any = data.get("chunk")  # pyright: ignore
+                    if type(chunk) is dict and type(chunk.get("type")) is str:  # pyright: ignore
+                        chunk["type"] = share(chunk["type"], chunk["type"])  # pyright: ignore
+                if seqs_text is None and op_text is None and extra_text is None:
+                    append(Event(kind, seq, time, data))  # pyright: ignore[reportUnknownArgumentType]
+                else:
+                    slow = _slow_event(
+                        kind,
+                        seq,
+                        time,
+                        data,  # pyright: ignore[reportUnknownArgumentType]
+                        seqs_text,
+                        op_text,
+                        extra_text,
+                        source,
+                    )
+                    append(slow)
+            except LogFormatError:
+                if expected <= committed_end:
+                    raise
+                return events, expected
             expected += 1
-    return events
+    return events, None
 
 
 def _slow_event(

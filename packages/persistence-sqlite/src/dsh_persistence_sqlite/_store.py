@@ -204,13 +204,21 @@ class SqliteSessionStore:
     def resume(self, session_id: str) -> Session:
         """Open a stored session for writing, closing a turn left open by a crash durably.
 
+        A crash tail (damaged rows after the last ``turn/end``) is deleted first.
+
         Raises:
             SessionNotFoundError, SessionBusyError, LogFormatError, StoreCorruptError.
         """
         self._require(session_id)
         lock = self._acquire(session_id)
         try:
-            log = self._read(session_id)
+            log, torn_from = self._read(session_id)
+            if torn_from is not None:
+                with self._transaction() as connection:
+                    connection.execute(
+                        "DELETE FROM events WHERE session_id = ? AND seq >= ?",
+                        (session_id, torn_from),
+                    )
             writer = _SqliteWriter(self, session_id, lock)
             closers = close_open_turn(log.events)
             if closers:
@@ -221,12 +229,13 @@ class SqliteSessionStore:
         return Session(log.header, log.events + closers, writer)
 
     def load(self, session_id: str) -> SessionLog:
-        """Read a session without writing; an open turn is closed in the returned view only.
+        """Read a session without writing; a crash tail (damaged rows after the last
+        ``turn/end``) is cut and an open turn closed, in the returned view only.
 
         Raises:
             SessionNotFoundError, LogFormatError, StoreCorruptError.
         """
-        log = self._read(session_id)
+        log, _ = self._read(session_id)
         log.events.extend(close_open_turn(log.events))
         return log
 
@@ -259,7 +268,7 @@ class SqliteSessionStore:
         Raises:
             SessionNotFoundError, LogFormatError, StoreCorruptError.
         """
-        log = self._read(session_id)
+        log, _ = self._read(session_id)
         return render_log(log.header, log.events)
 
     def __enter__(self) -> SqliteSessionStore:
@@ -376,7 +385,8 @@ class SqliteSessionStore:
             )
         return SessionNotFoundError(f"no session {session_id} in {self.path}")
 
-    def _read(self, session_id: str) -> SessionLog:
+    def _read(self, session_id: str) -> tuple[SessionLog, int | None]:
+        """The stored log without its crash tail, and the seq where that tail begins."""
         self._check_id(session_id)
         with self._mutex, self._guard(session_id):
             connection = self._conn()
@@ -389,11 +399,18 @@ class SqliteSessionStore:
                 if header_data is None:
                     raise self._not_found(session_id)
                 header = header_from_row(header_data, self._source)
+                # walks the primary key backwards: the last turn/end is near the end
+                last_end: tuple[int] | None = connection.execute(
+                    "SELECT seq FROM events WHERE session_id = ? AND type = 'turn/end' "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (session_id,),
+                ).fetchone()
+                committed_end = -1 if last_end is None else int(last_end[0])
                 cursor = connection.execute(self._select_events, (session_id,))
-                events = events_from_cursor(cursor, self._source)
+                events, torn_from = events_from_cursor(cursor, self._source, committed_end)
             finally:
                 connection.execute("COMMIT")
-        return SessionLog(header, events)
+        return SessionLog(header, events), torn_from
 
 
 def _json_valid_expression(connection: sqlite3.Connection) -> str:
