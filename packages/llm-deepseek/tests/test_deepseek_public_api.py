@@ -28,6 +28,7 @@ def test_public_names() -> None:
         "RecordedRequest",
         "Response",
         "Router",
+        "ScriptDocument",
         "ScriptError",
         "ScriptLibrary",
         "ScriptedModelServer",

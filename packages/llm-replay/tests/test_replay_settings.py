@@ -117,6 +117,7 @@ def test_replay_public_api_is_pinned() -> None:
             "HangEntry",
             "NotConsumedError",
             "Override",
+            "OverrideDocument",
             "OverrideError",
             "REPORT_VERSION",
             "ReplayCallError",

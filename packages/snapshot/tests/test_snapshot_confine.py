@@ -61,6 +61,7 @@ def test_a_workspace_that_is_a_link_is_refused(tmp_path: Path) -> None:
 def _scenario(folder: Path, steps: list[dict[str, object]]) -> Path:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": steps}))
+    (folder / "stdout.golden.jsonl").write_text("")  # upstream's: path fields such as cwd
     return folder
 
 

@@ -102,8 +102,12 @@ def _fixture_is_link(box: Sandbox) -> Path:
 
 
 def _step(**fields: Any) -> Callable[[Sandbox], Path]:
+    # Upstream's later harness names paths in fields ours refuses outright (cwd, waitForFile):
+    # an upstream folder is read leniently, so its paths must still be confined.
     def build(box: Sandbox) -> Path:
         folder = box.scenario("input-path")
+        (folder / "snapshot.yml").unlink()
+        (folder / "stdout.golden.jsonl").write_text("")
         steps = [{"op": "initialize"}, {"op": "newSession", **fields}]
         steps.append({"op": "prompt", "text": "go"})
         (folder / "input.json").write_text(

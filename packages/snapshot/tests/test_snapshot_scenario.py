@@ -164,6 +164,7 @@ def test_an_upstream_folders_era_is_detected_from_its_logs(
     tmp_path: Path, logs: list[str], loop: str
 ) -> None:
     folder = _scenario(tmp_path / "up" / "x", meta=None)
+    (folder / "stdout.golden.jsonl").write_text("")
     for index, text in enumerate(logs):
         name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
         (folder / name).write_text(text)

@@ -197,6 +197,7 @@ def _folder(root: Path, steps: list[dict[str, Any]], tools: tuple[str, ...] = ()
     folder = root / "up" / "x"
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": steps}))
+    (folder / "stdout.golden.jsonl").write_text("")
     lines = ['{"type":"session","version":0,"id":"a","createdAt":1}']
     for n, name in enumerate(tools):
         data = {"turn": 1, "step": 1, "callId": f"c{n}", "name": name, "arguments": "{}"}

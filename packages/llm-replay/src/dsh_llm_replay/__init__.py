@@ -28,7 +28,13 @@ from dsh_llm_replay._errors import (
     UnterminatedGroupError,
 )
 from dsh_llm_replay._load import DelegatedCall, SessionScript, load_session_scripts
-from dsh_llm_replay._override import CHUNK_TYPES, Override, load_override, parse_override
+from dsh_llm_replay._override import (
+    CHUNK_TYPES,
+    Override,
+    OverrideDocument,
+    load_override,
+    parse_override,
+)
 from dsh_llm_replay._script import (
     ChunksEntry,
     HangEntry,
@@ -54,6 +60,7 @@ __all__ = [
     # overrides
     "CHUNK_TYPES",
     "Override",
+    "OverrideDocument",
     "load_override",
     "parse_override",
     # scripts and the client

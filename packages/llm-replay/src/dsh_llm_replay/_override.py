@@ -18,7 +18,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     ValidationError,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -27,7 +29,7 @@ from dsh_llm_replay._errors import OverrideError
 from dsh_llm_replay._ready import ready_file_problem
 from dsh_llm_replay._script import ChunksEntry, HangEntry, ReplayEntry, ThrowEntry
 
-__all__ = ["CHUNK_TYPES", "Override", "load_override", "parse_override"]
+__all__ = ["CHUNK_TYPES", "Override", "OverrideDocument", "load_override", "parse_override"]
 
 ChunkType = Literal[
     "block-start",
@@ -50,7 +52,18 @@ def _check_chunk(chunk: dict[str, Any]) -> dict[str, Any]:
 
 # Only the discriminant of a chunk is checked: the rest is passed to the agent verbatim, as a
 # recorded chunk would be.
-_ChunkDoc = Annotated[dict[str, Any], AfterValidator(_check_chunk)]
+_ChunkDoc = Annotated[
+    dict[str, Any],
+    AfterValidator(_check_chunk),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "required": ["type"],
+            "properties": {"type": {"enum": sorted(CHUNK_TYPES)}},
+            "description": "a dsh chunk, passed to the agent as a recorded one would be",
+        }
+    ),
+]
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
@@ -88,6 +101,28 @@ _ENTRY_MODELS: dict[str, type[_ChunksDoc | _ThrowDoc | _HangDoc]] = {
     "throw": _ThrowDoc,
     "hang": _HangDoc,
 }
+
+
+_EntryDoc = Annotated[_ChunksDoc | _ThrowDoc | _HangDoc, Field(discriminator="kind")]
+
+
+class _PatchDoc(BaseModel):
+    model_config = _STRICT
+    at: int = Field(ge=0)
+    entry: _EntryDoc
+
+
+class _PatchesDoc(BaseModel):
+    model_config = _STRICT
+    patches: list[_PatchDoc]
+
+
+class OverrideDocument(RootModel[list[_EntryDoc] | _PatchesDoc]):
+    """``replay.override.json``: a bare array of entries replacing the primary script, or
+    ``{"patches": [{"at": i, "entry": …}]}`` swapping single calls. :func:`load_override`
+    reads it (with file-and-path errors); this model describes it for its JSON Schema."""
+
+    model_config = ConfigDict(title="dsh replay.override.json")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """Scenario folders: the ``snapshot.yml`` model, ``input.json`` steps and discovery.
 
-A scenario is a folder holding ``input.json``. Ours also hold ``snapshot.yml``; upstream folders
+A scenario is a folder holding ``input.json``. Ours also hold ``snapshot.yml`` and their
+``input.json`` is strict (:class:`~dsh_snapshot._steps.InputDocument`); upstream folders
 (``stdout.golden.jsonl``, no ``snapshot.yml``) are read as they are, so the same runner replays
-both.
+both. A folder with neither (see :func:`is_upstream_recording`) is refused: lacking our file
+never makes a folder upstream's.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
 from dsh_snapshot._expect import PromptExpectation
-from dsh_snapshot._needs import scenario_needs
+from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
+from dsh_snapshot._steps import InputDocument
 
 __all__ = [
     "INPUT_FILE",
@@ -33,8 +36,10 @@ __all__ = [
     "Step",
     "detect_loop_profile",
     "discover",
+    "is_upstream_recording",
     "load_scenario",
     "path_problem",
+    "scenario_folders",
     "step_paths",
 ]
 
@@ -42,7 +47,8 @@ INPUT_FILE = "input.json"
 META_FILE = "snapshot.yml"
 SCRIPT_FILE = "model.script.json"
 OVERRIDE_FILE = "replay.override.json"
-STDOUT_FILES = ("stdout.expected.jsonl", "stdout.golden.jsonl")
+UPSTREAM_STDOUT = "stdout.golden.jsonl"
+STDOUT_FILES = ("stdout.expected.jsonl", UPSTREAM_STDOUT)
 PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
@@ -329,11 +335,28 @@ def _load_meta(path: Path) -> SnapshotMeta:
         raise ScenarioError(path, field, msg) from None
 
 
-def _load_steps(path: Path) -> tuple[Step, ...]:
+_OPS = frozenset(STEP_FIELDS)
+
+
+def _check_strict(path: Path, raw: Any) -> None:
+    try:
+        InputDocument.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        # A tagged union puts the op between the step index and the field: drop it.
+        loc = [p for i, p in enumerate(first["loc"]) if not (i == 2 and p in _OPS)]
+        if first["type"] in {"union_tag_not_found", "union_tag_invalid"}:
+            loc.append("op")  # a missing or unknown op: name the field
+        raise ScenarioError(path, ".".join(str(p) for p in loc) or None, first["msg"]) from None
+
+
+def _load_steps(path: Path, *, strict: bool) -> tuple[Step, ...]:
     try:
         raw: Any = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ScenarioError(path, None, f"invalid JSON: {exc}") from None
+    if strict:
+        _check_strict(path, raw)
     try:
         steps = _Input.model_validate(raw).steps
     except ValidationError as exc:
@@ -385,6 +408,17 @@ def _session_files(folder: Path) -> tuple[Path, ...]:
     return tuple(files)
 
 
+def is_upstream_recording(folder: Path) -> bool:
+    """Whether a folder holds upstream's recorded files: the June harness's
+    ``stdout.golden.jsonl``, or the later one's ``stdout.expected.jsonl`` beside a
+    ``session.jsonl``, and never our ``model.script.json``. Lacking ``snapshot.yml`` alone never
+    makes a folder upstream's."""
+    if (folder / UPSTREAM_STDOUT).is_file():
+        return True
+    recorded = (folder / STDOUT_FILES[0]).is_file() and (folder / "session.jsonl").is_file()
+    return recorded and not (folder / SCRIPT_FILE).exists()
+
+
 def load_scenario(folder: Path) -> Scenario:
     """Read and validate one scenario folder.
 
@@ -396,7 +430,16 @@ def load_scenario(folder: Path) -> Scenario:
         raise ScenarioError(folder / INPUT_FILE, None, "not a scenario folder: input.json missing")
     meta_file = folder / META_FILE
     meta = _load_meta(meta_file) if meta_file.is_file() else None
-    steps = _load_steps(folder / INPUT_FILE)
+    if meta is None and not is_upstream_recording(folder):
+        raise ScenarioError(
+            meta_file,
+            None,
+            f"missing: a scenario of ours needs {META_FILE} (write one with "
+            f"`dsh-snapshot new`, or see the snapshot README); an upstream recording has "
+            f"{UPSTREAM_STDOUT}, or stdout.expected.jsonl with session.jsonl and no "
+            f"{SCRIPT_FILE}, and this folder has neither",
+        )
+    steps = _load_steps(folder / INPUT_FILE, strict=meta is not None)
     if meta is not None:
         _check_expect_prompts(meta_file, meta, steps)
     stdout = next(
@@ -406,13 +449,14 @@ def load_scenario(folder: Path) -> Scenario:
     return Scenario(folder, f"{profile}/{folder.name}", meta, steps, stdout, _session_files(folder))
 
 
-def _walk(folder: Path) -> Iterator[Path]:
+def scenario_folders(folder: Path) -> Iterator[Path]:
+    """Every folder holding ``input.json`` at or below ``folder`` (never inside one)."""
     if (folder / INPUT_FILE).is_file():
         yield folder
         return  # a scenario's workspace/ may hold anything; never look inside
     for entry in sorted(folder.iterdir()):
         if entry.is_dir() and not entry.name.startswith("."):
-            yield from _walk(entry)
+            yield from scenario_folders(entry)
 
 
 def discover(paths: Iterable[Path]) -> list[Scenario]:
@@ -425,7 +469,7 @@ def discover(paths: Iterable[Path]) -> list[Scenario]:
     for path in paths:
         if not path.is_dir():
             raise ScenarioError(path, None, "no such scenario folder")
-        for folder in _walk(path.resolve()):
+        for folder in scenario_folders(path.resolve()):
             if folder not in seen:
                 seen[folder] = load_scenario(folder)
     return sorted(seen.values(), key=lambda s: (s.name, str(s.path)))

@@ -20,6 +20,7 @@ from rich.table import Table
 from dsh_snapshot._batch import jobs_from, print_results, run_many, run_proof
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._runner import Composition, Mode, RunOptions
+from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError, discover
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="exit 1 when a live recording is older than DAYS days",
     )
+    add_new_parser(sub)
     return parser
 
 
@@ -178,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(width=max(Console().width, 160))
     command: str = args.command
+    if command == "new":
+        return run_new(cast(str, args.name), cast(Path, args.dir))
+    if command == "record" and cast(bool, args.scripted):
+        mark_scripted(cast(list[Path], args.paths))  # record --scripted makes a folder ours
     try:
         scenarios = discover(cast(list[Path], args.paths))
     except ScenarioError as exc:

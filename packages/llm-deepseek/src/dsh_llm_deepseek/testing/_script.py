@@ -13,13 +13,21 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import Chunk, DshError
 
-__all__ = ["Fault", "Pause", "Response", "ScriptError", "load_script_file", "validate_script"]
+__all__ = [
+    "Fault",
+    "Pause",
+    "Response",
+    "ScriptDocument",
+    "ScriptError",
+    "load_script_file",
+    "validate_script",
+]
 
 
 class Pause:
@@ -295,6 +303,44 @@ _FAULT_MODELS: dict[str, type[BaseModel]] = {
     "empty": _EmptyFault,
     "raw": _RawFault,
 }
+
+
+# --- the whole document, for its JSON Schema (built from the same item models) ------------------
+
+_AnyChunk = Annotated[
+    _BlockStart | _TextDelta | _ToolCallDelta | _BlockEnd | _Usage | _Finish,
+    Field(discriminator="type"),
+]
+
+
+class _DocDropFault(_DropFault):
+    chunks: list[_AnyChunk] | None = None  # pyright: ignore[reportIncompatibleVariableOverride]
+
+
+class _DocSlowFault(_SlowFault):
+    chunks: list[_AnyChunk] | None = None  # pyright: ignore[reportIncompatibleVariableOverride]
+
+
+class _ChunksItem(_Model):
+    chunks: list[_AnyChunk]
+
+
+class _FaultItem(_Model):
+    fault: Annotated[
+        _StatusFault | _DocDropFault | _DocSlowFault | _EmptyFault | _RawFault,
+        Field(discriminator="kind"),
+    ]
+
+
+class ScriptDocument(BaseModel):
+    """``model.script.json``: one script per session (primary first, then each subagent in
+    the order it starts), each a list of responses, one per model call. A response is
+    ``{"chunks": [chunk, …]}`` or ``{"fault": {"kind": …}}``. :func:`load_script_file` reads
+    it; this model describes it (its JSON Schema ships with dsh-snapshot)."""
+
+    model_config = ConfigDict(extra="forbid", title="dsh model.script.json")
+
+    sessions: list[list[_ChunksItem | _FaultItem]]
 
 
 def _check(model: type[BaseModel], raw: object, source: str, path: str) -> BaseModel:

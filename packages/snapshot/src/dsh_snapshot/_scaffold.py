@@ -1,0 +1,118 @@
+"""``dsh-snapshot new``: a scenario folder to start from, valid as written.
+
+It holds ``snapshot.yml`` (``recording: scripted``, ``loop: current``), an ``input.json`` that
+initializes, opens a session and sends one prompt, and a ``model.script.json`` answering that
+prompt with one text block, so ``dsh-snapshot record --scripted`` works on it at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dsh_core import LoopProfile
+from dsh_snapshot._scenario import (
+    INPUT_FILE,
+    META_FILE,
+    SCRIPT_FILE,
+    ScenarioError,
+    is_upstream_recording,
+    scenario_folders,
+)
+
+__all__ = ["add_new_parser", "mark_scripted", "meta_text", "run_new", "scaffold_scenario"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def meta_text(profile: str, description: str | None = None, loop: LoopProfile = "current") -> str:
+    """A minimal ``snapshot.yml`` of a scripted recording."""
+    text = f"version: 1\nprofile: {profile}\ncomposition: default\nrecording: scripted\n"
+    text += f"loop: {loop}\n"
+    return text + (f"description: {json.dumps(description)}\n" if description else "")
+
+
+def _script() -> dict[str, Any]:
+    text = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "Hello!"},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Hello!"}},
+        {
+            "type": "usage",
+            "usage": {
+                "inputTokens": 10,
+                "outputTokens": 2,
+                "cacheReadTokens": 0,
+                "reasoningTokens": 0,
+            },
+        },
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    return {"sessions": [[{"chunks": text}]]}
+
+
+def scaffold_scenario(name: str, parent: Path) -> Path:
+    """Create ``parent/name`` as a new scenario; return the folder.
+
+    Raises:
+        ScenarioError: ``name`` is not a plain folder name, or the folder already exists.
+    """
+    folder = parent / name
+    if not _NAME.match(name):
+        raise ScenarioError(folder, None, f"{name!r} is not a plain folder name ([A-Za-z0-9._-])")
+    if folder.exists():
+        raise ScenarioError(folder, None, "already exists; new never overwrites a scenario")
+    steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "Say hello."}]
+    folder.mkdir(parents=True)
+    description = "One prompt answered by one scripted text block (say what yours proves)."
+    (folder / META_FILE).write_text(meta_text(parent.name or "sdk", description), "utf-8")
+    (folder / INPUT_FILE).write_text(json.dumps({"steps": steps}, indent=1) + "\n", "utf-8")
+    (folder / SCRIPT_FILE).write_text(json.dumps(_script(), indent=1) + "\n", "utf-8")
+    return folder
+
+
+def mark_scripted(paths: Iterable[Path]) -> list[Path]:
+    """Give each scenario folder at or below ``paths`` that has neither ``snapshot.yml`` nor
+    upstream's golden stdout a ``snapshot.yml`` marking it ``scripted`` (``record --scripted``
+    makes the folder ours); return the files written. Upstream folders are left alone."""
+    written: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            continue  # discover names the bad path
+        for folder in scenario_folders(path.resolve()):
+            if (folder / META_FILE).exists() or is_upstream_recording(folder):
+                continue
+            (folder / META_FILE).write_text(meta_text(folder.parent.name), encoding="utf-8")
+            written.append(folder / META_FILE)
+    return written
+
+
+def add_new_parser(sub: Any) -> None:
+    """The ``new`` subcommand of ``dsh-snapshot`` (``sub`` is its subparsers action)."""
+    text = "scaffold a scenario folder (scripted, valid as written) to edit and record"
+    cmd = sub.add_parser("new", help=text, description=text)
+    cmd.add_argument("name", metavar="NAME", help="the new folder's name")
+    cmd.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("snapshots/sdk"),
+        help="the folder to create it in; its name is the profile (default snapshots/sdk)",
+    )
+
+
+def run_new(name: str, parent: Path) -> int:
+    """``dsh-snapshot new``: 0 when the folder was created, 2 when refused."""
+    try:
+        folder = scaffold_scenario(name, parent)
+    except ScenarioError as exc:
+        print(f"dsh-snapshot new: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"created {folder}: edit input.json and {SCRIPT_FILE}, then "
+        f"`dsh-snapshot record --scripted {folder}`"
+    )
+    return 0
