@@ -1,0 +1,156 @@
+"""Issue #15's sharp edges of the command line, one table row each, run against the installed
+console scripts as real subprocesses (stdin closed, so a script waiting on it fails the row)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(__file__).resolve().parents[3]
+_BIN = Path(sys.executable).parent
+_GOOD = _REPO / "snapshots" / "sdk" / "tool-call-turn"
+
+
+def _console_scripts() -> list[str]:
+    """Every ``[project.scripts]`` entry of every workspace package."""
+    names: list[str] = []
+    for pyproject in sorted((_REPO / "packages").glob("*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        names += sorted(project.get("scripts", {}))
+    return names
+
+
+def _run(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(_BIN / script), *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One sharp edge: the arguments (``{tmp}`` is the test's folder), the exit status, and
+    text that must appear in stdout + stderr (and text that must not)."""
+
+    name: str
+    args: tuple[str, ...]
+    status: int
+    says: tuple[str, ...]
+    never: tuple[str, ...] = ("Traceback",)
+    layout: dict[str, str] = field(default_factory=dict[str, str])
+
+
+_BAD_JSON = {"sdk/broken/input.json": '{"steps": ['}
+_EDGES = [
+    Edge("jobs-not-a-number", ("replay", "{tmp}", "--jobs", "x"), 2, ("'x' is neither",)),
+    Edge("jobs-zero", ("replay", "{tmp}", "--jobs", "0"), 2, ("'0' is neither",)),
+    Edge("timeout-negative", ("replay", "{tmp}", "--timeout", "-1"), 2, ("at least",)),
+    Edge("timeout-nan", ("refresh", "{tmp}", "--timeout", "nan"), 2, ("at least",)),
+    Edge("retries-negative", ("record", "{tmp}", "--retries", "-3"), 2, ("at least 0",)),
+    Edge("max-age-word", ("list", "{tmp}", "--max-age", "old"), 2, ("whole number",)),
+    Edge("composition", ("replay", "{tmp}", "--composition", "pg"), 2, ("unknown composition",)),
+    Edge("missing-path", ("list", "{tmp}/nowhere"), 2, ("no such scenario folder",)),
+    Edge("empty-list", ("list", "{tmp}"), 1, ("no scenarios",)),
+    Edge("empty-replay", ("replay", "{tmp}"), 1, ("no scenarios",)),
+    Edge("empty-proof", ("proof", "{tmp}"), 1, ("no scenarios",)),
+    Edge(
+        "file-outside-scenario",
+        ("replay", "{tmp}/notes.txt"),
+        2,
+        ("outside any scenario folder",),
+        layout={"notes.txt": "hello"},
+    ),
+    Edge(
+        "malformed-in-list-is-a-row",
+        ("list", "{tmp}", "{good}"),
+        2,
+        ("sdk/broken", "MALFORMED", "sdk/tool-call-turn", "2 scenarios, 1 malformed"),
+        layout=_BAD_JSON,
+    ),
+    Edge(
+        "malformed-in-replay-is-a-row-and-the-rest-runs",
+        ("replay", "{tmp}", "{good}", "--composition", "jsonl", "--jobs", "1"),
+        2,
+        ("MALFORMED sdk/broken", "invalid JSON", "1 passed, 1 failed (1 malformed)"),
+        layout=_BAD_JSON,
+    ),
+    Edge(
+        "input-json-means-its-folder",
+        ("replay", "{good}/input.json", "--composition", "jsonl"),
+        0,
+        ("1 scenarios (1 runs)", "1 passed, 0 failed"),
+    ),
+    Edge(
+        "k-filters-by-name",
+        ("list", "{tmp}", "{good}", "-k", "TOOL-call"),
+        0,
+        ("sdk/tool-call-turn", "1 scenarios"),
+        never=("sdk/broken", "Traceback"),
+        layout=_BAD_JSON,
+    ),
+    Edge("k-matching-nothing", ("list", "{good}", "-k", "zzz"), 1, ("matching -k zzz",)),
+]
+
+
+@pytest.mark.parametrize("edge", _EDGES, ids=[e.name for e in _EDGES])
+def test_dsh_snapshot_edge(edge: Edge, tmp_path: Path) -> None:
+    for relative, text in edge.layout.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    args = [a.format(tmp=tmp_path, good=_GOOD) for a in edge.args]
+    done = _run("dsh-snapshot", *args, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == edge.status, output
+    for text in edge.says:
+        assert text in output, (text, output)
+    for text in edge.never:
+        assert text not in output, (text, output)
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    done = _run("dsh-snapshot", "replay", str(tmp_path), "--jobs", "x")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_scripts_are_discovered() -> None:
+    assert {"dsh-snapshot", "dsh-acp-agent", "dsh-scripted-model-server", "dsh-llm-proxy"} <= set(
+        _console_scripts()
+    )
+
+
+@pytest.mark.parametrize("script", _console_scripts())
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_every_console_script_answers_without_stdin(script: str, flag: str) -> None:
+    assert shutil.which(script, path=str(_BIN)), f"{script} is not installed next to python"
+    done = _run(script, flag)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip(), f"{script} {flag} printed nothing"
+    if flag == "--version":
+        assert done.stdout.startswith(f"{script} "), done.stdout
+    else:
+        assert "`" not in done.stdout, f"reStructuredText backticks in {script} --help"
+
+
+def test_subcommand_help_has_no_backticks_and_documents_exit_codes() -> None:
+    for command in ("replay", "refresh", "record", "proof", "list"):
+        done = _run("dsh-snapshot", command, "--help")
+        assert done.returncode == 0
+        assert "`" not in done.stdout, command
+        assert "exit status: 0" in done.stdout.replace("\n", " "), command
+
+
+def test_scenario_fixture_is_a_real_scenario() -> None:
+    assert json.loads((_GOOD / "input.json").read_text())["steps"]
