@@ -154,3 +154,24 @@ def test_subcommand_help_has_no_backticks_and_documents_exit_codes() -> None:
 
 def test_scenario_fixture_is_a_real_scenario() -> None:
     assert json.loads((_GOOD / "input.json").read_text())["steps"]
+
+
+@pytest.mark.parametrize(
+    ("args", "summary"),
+    [
+        (("record", "--scripted"), "1 scenarios (1 runs), 1 sessions, 2 model calls made"),
+        (("refresh",), "1 scenarios (1 runs), 1 sessions, 2 model calls replayed"),
+        (("replay", "--composition", "jsonl"), "1 sessions, 2 model calls replayed: 1 passed"),
+    ],
+    ids=["record-scripted", "refresh", "replay"],
+)
+def test_summary_counts_are_true_in_every_mode(
+    args: tuple[str, ...], summary: str, tmp_path: Path
+) -> None:
+    # tool-call-turn makes exactly two model calls in one session (its script has two entries).
+    copy = shutil.copytree(_GOOD, tmp_path / "sdk" / _GOOD.name)
+    [script] = json.loads((copy / "model.script.json").read_text())["sessions"]
+    assert len(script) == 2
+    done = _run("dsh-snapshot", args[0], str(copy), *args[1:], "--jobs", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert summary in done.stdout, done.stdout
