@@ -289,6 +289,9 @@ class _Irregular(Exception):
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _scan_once: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # pyright: ignore
 _FAST_SKIP = PACKED_ROW_TYPES | {"session", ""}
+# One encoder for every line written: ``json.dumps`` with arguments builds a new one per call,
+# which is a measurable share of an append (issue #11); the output is the same.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _read_log_fast(text: str, source: str) -> SessionLog:
@@ -466,12 +469,12 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
 
 def dumps_header(header: SessionHeader) -> str:
     """One header line, without the newline."""
-    return json.dumps(header.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(header.to_json())
 
 
 def dumps_event(event: Event) -> str:
     """One event line, without the newline (packed rows are never written)."""
-    return json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(event.to_json())
 
 
 def render_log(header: SessionHeader, events: Iterable[Event]) -> str:

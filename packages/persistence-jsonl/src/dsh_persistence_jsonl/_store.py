@@ -198,7 +198,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _lines(events: Sequence[Event]) -> bytes:
-    return "".join(dumps_event(e) + "\n" for e in events).encode("utf-8")
+    if not events:
+        return b""
+    return ("\n".join(map(dumps_event, events)) + "\n").encode("utf-8")
 
 
 def _acquire(path: Path, session_id: str, log_path: Path) -> WriterLock:
