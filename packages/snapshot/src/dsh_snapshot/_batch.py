@@ -79,7 +79,7 @@ def print_broken(console: Console, broken: Sequence[BrokenScenario]) -> None:
     """One line per malformed scenario, with its error in full."""
     for b in broken:
         console.print(f"[red]MALFORMED[/red] {b.name} ({b.path})", highlight=False)
-        console.print(f"  - {b.error}", highlight=False, markup=False)
+        console.print(f"  - {b.error}", highlight=False, markup=False, soft_wrap=True)
 
 
 def print_results(
@@ -115,7 +115,7 @@ def print_results(
             detail[:120],
         )
     for b in broken:
-        table.add_row(b.name, "", "", "[red]MALFORMED[/red]", "", "", "", str(b.error)[:120])
+        table.add_row(b.name, "", "", "[red]MALFORMED[/red]", "", "", "", "see below")
     console.print(table)
     print_broken(console, broken)
     for r in results:

@@ -212,8 +212,9 @@ def _list(
             str(s.path),
         )
     for b in broken:
-        table.add_row(b.name, "[red]MALFORMED[/red]", "", "", "", "", "", str(b.error))
+        table.add_row(b.name, "[red]MALFORMED[/red]", "", "", "", "", "", str(b.path))
     console.print(table)
+    print_broken(console, broken)
     tail = f", {len(broken)} malformed" if broken else ""
     console.print(f"{len(scenarios) + len(broken)} scenarios{tail}", highlight=False)
     for line in stale:
