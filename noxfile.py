@@ -113,6 +113,22 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/run.py", *session.posargs)
 
 
+# dsh-snapshot's options that take a value: their value is never a path.
+_SNAPSHOT_VALUED = {"-k", "-j", "--jobs", "--timeout", "--composition", "--retries", "--max-age"}
+
+
+def _snapshot_args(posargs: list[str]) -> list[str]:
+    """``nox -s snapshot… -- [PATH…] [-k TEXT] [--options]``: the paths given replace the default
+    ``snapshots``; every argument is passed on as given, after the session's own ``--jobs``
+    (so yours wins)."""
+    paths = [
+        arg
+        for before, arg in zip(["", *posargs], posargs, strict=False)
+        if not arg.startswith("-") and before not in _SNAPSHOT_VALUED
+    ]
+    return [*posargs] if paths else ["snapshots", *posargs]
+
+
 @nox.session(python=PYTHON)
 def snapshot(session: nox.Session) -> None:
     """The keyless replay gate: every scenario under snapshots/, in parallel, with a summary."""
@@ -122,24 +138,21 @@ def snapshot(session: nox.Session) -> None:
         gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
         session.run("pytest", *gate, *session.posargs)
     else:
-        session.run("dsh-snapshot", "replay", "snapshots", "--jobs", "auto", *session.posargs)
+        session.run("dsh-snapshot", "replay", "--jobs", "auto", *_snapshot_args(session.posargs))
 
 
 @nox.session(python=PYTHON)
 def snapshot_refresh(session: nox.Session) -> None:
     """Keyless: replay the committed scripts and rewrite the expected outputs in place."""
     sync(session, "test")
-    session.run("dsh-snapshot", "refresh", "snapshots", "--jobs", "auto", *session.posargs)
+    session.run("dsh-snapshot", "refresh", "--jobs", "auto", *_snapshot_args(session.posargs))
 
 
 @nox.session(python=PYTHON, default=False)
 def snapshot_record(session: nox.Session) -> None:
     """Re-record every scenario against the live API (reads .env); skips without a key."""
     sync(session, "test")
-    # `nox -s snapshot_record -- PATH… [--options]` records those folders instead.
-    given = bool(session.posargs) and not session.posargs[0].startswith("-")
-    paths = [] if given else ["snapshots"]
-    session.run("dsh-snapshot", "record", *paths, *session.posargs)
+    session.run("dsh-snapshot", "record", *_snapshot_args(session.posargs))
 
 
 @nox.session(python=PYTHON, default=False)
@@ -153,7 +166,7 @@ def record_drift(session: nox.Session) -> None:
 def snapshot_proof(session: nox.Session) -> None:
     """Red-to-green: the fork scenarios must fail with the seedLength slice off, pass with it on."""
     sync(session, "test")
-    session.run("dsh-snapshot", "proof", "snapshots", *session.posargs)
+    session.run("dsh-snapshot", "proof", *_snapshot_args(session.posargs))
 
 
 @nox.session(python=PYTHON)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,3 +54,30 @@ def test_readme_commands_exist_as_sessions() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "tools/bootstrap.py" in ci
     assert " tests " in ci
+
+
+def test_snapshot_sessions_pass_paths_and_k_through() -> None:
+    # nox -s snapshot_refresh -- snapshots/sdk/x, and nox -s snapshot -- -k text. The test
+    # environment has no nox to import the noxfile with: run its helper's own source instead.
+    tree = ast.parse((ROOT / "noxfile.py").read_text())
+    wanted: list[ast.stmt] = [
+        node
+        for node in tree.body
+        if (isinstance(node, ast.FunctionDef) and node.name == "_snapshot_args")
+        or (isinstance(node, ast.Assign) and "_SNAPSHOT_VALUED" in ast.unparse(node.targets[0]))
+    ]
+    assert len(wanted) == 2
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(wanted, []), "noxfile.py", "exec"), namespace)
+    snapshot_args = cast(Callable[[list[str]], list[str]], namespace["_snapshot_args"])
+    assert snapshot_args([]) == ["snapshots"]
+    assert snapshot_args(["-k", "text"]) == ["snapshots", "-k", "text"]
+    assert snapshot_args(["snapshots/sdk/x"]) == ["snapshots/sdk/x"]
+    assert snapshot_args(["-k", "a", "snapshots/sdk/x", "--jobs", "2"]) == [
+        "-k",
+        "a",
+        "snapshots/sdk/x",
+        "--jobs",
+        "2",
+    ]
+    assert snapshot_args(["--timeout", "5"]) == ["snapshots", "--timeout", "5"]

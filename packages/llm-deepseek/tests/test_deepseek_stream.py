@@ -366,23 +366,23 @@ async def test_missing_key_is_an_auth_error(
     assert server.requests == []
 
 
-async def test_unknown_session_and_exhausted_script_are_500s(
+async def test_unknown_session_and_exhausted_script_are_410s_no_client_retries(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([text_response(["only"])])
-    settings = make_settings(server.base_url, max_retries=0)
+    settings = make_settings(server.base_url, max_retries=3)
     async with DeepSeekClient(settings) as client:
         await collect(client, "bound")
         with pytest.raises(ModelError) as exhausted:
             await collect(client, "bound")
         with pytest.raises(ModelError) as unknown:
             await collect(client, "stranger")
-    assert exhausted.value.code == "SERVER"
-    assert exhausted.value.status == 500
+    assert exhausted.value.code == "HTTP_410"
+    assert exhausted.value.status == 410
     assert "'bound' exhausted its script: call 2, script has 1 responses" in str(exhausted.value)
     assert "no script for session 'stranger' (call 1)" in str(unknown.value)
     statuses = [(r.session_id, r.call, r.status) for r in server.requests]
-    assert statuses == [("bound", 1, 200), ("bound", 2, 500), ("stranger", 1, 500)]
+    assert statuses == [("bound", 1, 200), ("bound", 2, 410), ("stranger", 1, 410)]
     assert server.requests[2].error is not None
     assert server.unconsumed() == []
 

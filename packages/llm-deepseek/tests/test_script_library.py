@@ -157,7 +157,7 @@ def test_the_server_routes_through_the_library_over_http(library: ScriptLibrary)
         assert '"content": "A"' in ok.text
         body["messages"] = [_user("Unknown.")]
         bad = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=10)
-        assert bad.status_code == 500
+        assert bad.status_code == 410
         assert "no scenario in the library opens with" in bad.json()["error"]["message"]
 
 

@@ -218,7 +218,7 @@ def test_server_answers_404_off_the_endpoint() -> None:
 def test_request_without_session_header_is_an_error() -> None:
     with ScriptedModelServer([[TEXT]]) as server:
         response = httpx.post(server.base_url + "/chat/completions", json={"model": "m"})
-        assert response.status_code == 500
+        assert response.status_code == 410
         assert "X-DSH-Session-Id" in response.json()["error"]["message"]
         assert server.requests[0].session_id is None
         assert not server.requests[0].authorized

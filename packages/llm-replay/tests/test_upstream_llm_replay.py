@@ -299,6 +299,24 @@ def test_children_follow_the_primary_by_created_at(tmp_path: Path) -> None:
     assert [s.header.id for s in scripts] == ["parent", "tie", "late"]
 
 
+@pytest.mark.parametrize("given", [(2, 10, 1), (10, 2, 1), (1, 2, 10)])
+def test_children_whose_headers_tie_bind_by_file_number_whatever_the_order_given(
+    tmp_path: Path, given: tuple[int, ...]
+) -> None:
+    # Normalized fixtures: every header is createdAt 0 with one placeholder id.
+    primary = _write(tmp_path / "session.jsonl", _calls(TEXT), id="{{sessionId}}", createdAt=0)
+    kids = {
+        n: _write(tmp_path / f"session.{n}.jsonl", _calls(TEXT), id="{{sessionId}}", createdAt=0)
+        for n in given
+    }
+    scripts = load_session_scripts(primary, [kids[n] for n in given])
+    assert [Path(s.source).name for s in scripts[1:]] == [
+        "session.1.jsonl",
+        "session.2.jsonl",
+        "session.10.jsonl",
+    ]
+
+
 def test_same_created_at_children_order_deterministically(tmp_path: Path) -> None:
     primary = _write(tmp_path / "session.jsonl", _calls(TEXT), id="parent", createdAt=100)
     c2 = _write(tmp_path / "session.2.jsonl", _calls(TEXT), id="c2", createdAt=100)

@@ -54,12 +54,14 @@ def test_malformed_scenario_is_exit_2_naming_the_file(
 
 def test_unknown_composition_is_exit_2(tmp_path: Path) -> None:
     _scenario(tmp_path / "sdk" / "x")
-    assert main(["replay", str(tmp_path), "--composition", "postgres"]) == 2
+    with pytest.raises(SystemExit) as stopped:
+        main(["replay", str(tmp_path), "--composition", "postgres"])
+    assert stopped.value.code == 2
 
 
 def test_no_scenarios_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(tmp_path)]) == 1
-    assert "no scenario folders" in capsys.readouterr().out
+    assert "no scenarios (folders holding input.json)" in capsys.readouterr().out
 
 
 def test_proof_without_fork_scenarios_fails(

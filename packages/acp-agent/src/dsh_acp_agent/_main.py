@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from dsh_acp_agent._server import AcpServer, connect
+from dsh_acp_agent._server import AGENT_NAME, AcpServer, connect, package_version
 from dsh_acp_agent._settings import (
     AgentSettings,
     SettingsError,
@@ -169,8 +170,25 @@ def finish_replay(replay: ReplayModelClient | None) -> int:
     return EXIT_OK
 
 
+def _parse_command_line(argv: list[str]) -> None:
+    """``--help`` and ``--version`` answer and exit before stdin is touched; the agent takes no
+    other argument (its settings are environment variables), so anything else is exit 2."""
+    parser = argparse.ArgumentParser(
+        prog=AGENT_NAME,
+        description="An Agent Client Protocol agent speaking JSON-RPC on stdin and stdout; "
+        "started by an ACP client, not by hand.",
+        epilog="Settings are DSH_* environment variables (DSH_SESSIONS_ROOT, DSH_PERSISTENCE, "
+        "DSH_MODEL_CLIENT, DSH_LOOP_PROFILE, ...; see the package README). Exit status: 0 after "
+        f"a clean stop, {EXIT_USAGE} on bad usage or settings, {EXIT_REPLAY_NOT_CONSUMED} when "
+        "a replay script was not consumed exactly.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.parse_args(argv)
+
+
 def main() -> None:
     """Console entry point of ``dsh-acp-agent``; exits with the process's exit code."""
+    _parse_command_line(sys.argv[1:])
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.WARNING,

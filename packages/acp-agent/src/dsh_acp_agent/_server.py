@@ -38,7 +38,7 @@ from dsh_core import (
     TurnOutcome,
 )
 
-__all__ = ["AGENT_NAME", "AcpServer", "ProtocolError", "build_router"]
+__all__ = ["AGENT_NAME", "AcpServer", "ProtocolError", "build_router", "package_version"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
@@ -48,7 +48,8 @@ PROTOCOL_VERSION = 1
 _STOP_REASONS = {"completed": "end_turn", "aborted": "cancelled", "max-tokens": "max_tokens"}
 
 
-def _package_version() -> str:
+def package_version() -> str:
+    """The installed ``dsh-acp-agent`` distribution's version."""
     try:
         return version("dsh-acp-agent")
     except PackageNotFoundError:  # running from a source tree that is not installed
@@ -143,7 +144,7 @@ class AcpServer:
     async def initialize(self, **_: Any) -> JsonObject:
         return {
             "protocolVersion": PROTOCOL_VERSION,
-            "agentInfo": {"name": AGENT_NAME, "version": _package_version()},
+            "agentInfo": {"name": AGENT_NAME, "version": package_version()},
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},

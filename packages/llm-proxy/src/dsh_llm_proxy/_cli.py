@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from dsh_core import DshError
 from dsh_llm_proxy._app import DEFAULT_UPSTREAM
@@ -13,11 +14,19 @@ from dsh_llm_proxy._server import ProxyServer
 __all__ = ["main"]
 
 
+def _version() -> str:
+    try:
+        return version("dsh-llm-proxy")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-llm-proxy",
         description="Record and replay any OpenAI-compatible agent's model calls as DSH sessions.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     modes = parser.add_subparsers(dest="mode", required=True)
     record = modes.add_parser("record", help="forward to the upstream and write session logs")
     record.add_argument("--root", required=True, help="folder the session logs go to")

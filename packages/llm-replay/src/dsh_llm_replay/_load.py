@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,13 +108,14 @@ def load_session_scripts(
 
     The primary's script comes first: from ``override`` when it is a bare array (the log is
     then not derived at all, so calls that threw or hung in it need no finish), else derived
-    and patched. Children follow, sorted by ``(createdAt, id)``; each is derived from the
-    events after its ``seedLength`` only, since the seeded prefix holds the parent's calls.
+    and patched. Children follow, sorted by ``(createdAt, id, file name)`` (numbers in the
+    name compared as numbers), so the order they are given in never matters; each is derived
+    from the events after its ``seedLength`` only, since the seeded prefix holds the parent's calls.
 
     Args:
         primary: the primary ``session.jsonl`` (it may be absent when ``override`` is a bare
             array: the header then defaults to id ``""``, createdAt 0).
-        children: the children's logs, in any order.
+        children: the children's logs, in any order (see above).
         override: the primary's ``replay.override.json``, if the scenario has one (a path
             that does not exist is ignored, as upstream does).
         seed_slice: ``False`` derives children from all their events, the upstream bug; it
@@ -168,5 +170,13 @@ def load_session_scripts(
                 _delegated_calls(own),
             )
         )
-    kids.sort(key=lambda script: (script.header.created_at, script.header.id))
+    kids.sort(key=lambda k: (k.header.created_at, k.header.id, _natural(Path(k.source).name)))
     return scripts + kids
+
+
+def _natural(name: str) -> tuple[str | int, ...]:
+    """``session.2.jsonl`` before ``session.10.jsonl``: the last tiebreak of binding order.
+
+    Normalized fixtures share createdAt 0 and one placeholder id, so without it the order the
+    caller listed the files in would decide which child takes which script."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

@@ -19,7 +19,7 @@ class ReplaySettings(BaseSettings):
         snapshot_file: ``DSH_SNAPSHOT_FILE``, the primary ``session.jsonl`` (required).
         snapshot_override: ``DSH_SNAPSHOT_OVERRIDE``, the primary's ``replay.override.json``.
         child_files: ``DSH_SNAPSHOT_CHILD_FILES``, the children's logs joined with
-            ``os.pathsep`` (any order; they are sorted by ``(createdAt, id)``).
+            ``os.pathsep`` (any order; they are sorted by ``(createdAt, id, file name)``).
         seed_slice: ``DSH_REPLAY_SEED_SLICE`` (default true). False derives each child from
             its whole log, seeded prefix included: the upstream bug, kept only so the
             red-to-green proof can show the fork scenarios fail without the slice.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -12,17 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
-from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._scenario import BrokenScenario, Scenario
 from dsh_snapshot._warm import WarmAgents
 
-__all__ = ["jobs_from", "print_results", "run_many", "run_proof", "summary_line"]
-
-
-def jobs_from(value: str | int | None) -> int:
-    """``auto`` → the CPU count; a number → itself (at least 1)."""
-    if value is None or value == "auto":
-        return max(os.cpu_count() or 1, 1)
-    return max(int(value), 1)
+__all__ = [
+    "print_broken",
+    "print_results",
+    "run_many",
+    "run_proof",
+    "summary_line",
+]
 
 
 def run_many(
@@ -51,8 +49,10 @@ def run_many(
             return list(pool.map(run_scenario, *runs))
 
 
-def summary_line(results: Iterable[ScenarioResult]) -> str:
-    """``9 scenarios (18 runs), 26 sessions, 60 model calls replayed: 18 passed, 0 failed``."""
+def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScenario] = ()) -> str:
+    """``9 scenarios (18 runs), 26 sessions, 60 model calls replayed: 18 passed, 0 failed``.
+
+    A malformed scenario counts as a scenario and as one failed row that made no run."""
     items = list(results)
     names = {r.scenario.path for r in items}
     sessions = sum(r.sessions for r in items)
@@ -60,10 +60,12 @@ def summary_line(results: Iterable[ScenarioResult]) -> str:
     passed = sum(1 for r in items if r.ok)
     lacking = sum(1 for r in items if r.needs)
     verb = "replayed" if all(r.options.mode in ("replay", "refresh") for r in items) else "made"
+    failed = len(items) - passed - lacking + len(broken)
     line = (
-        f"{len(names)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls {verb}: {passed} passed, {len(items) - passed - lacking} failed"
+        f"{len(names) + len(broken)} scenarios ({len(items)} runs), {sessions} sessions, "
+        f"{calls} model calls {verb}: {passed} passed, {failed} failed"
     )
+    line += f" ({len(broken)} malformed)" if broken else ""
     return line + (f", {lacking} need what we lack" if lacking else "")
 
 
@@ -73,8 +75,21 @@ def _verdict(result: ScenarioResult) -> str:
     return "[yellow]NEEDS[/yellow]" if result.needs else "[red]FAIL[/red]"
 
 
-def print_results(console: Console, results: Sequence[ScenarioResult], title: str) -> None:
-    """The result table, then every failure in full, then the summary line."""
+def print_broken(console: Console, broken: Sequence[BrokenScenario]) -> None:
+    """One line per malformed scenario, with its error in full."""
+    for b in broken:
+        console.print(f"[red]MALFORMED[/red] {b.name} ({b.path})", highlight=False)
+        console.print(f"  - {b.error}", highlight=False, markup=False, soft_wrap=True)
+
+
+def print_results(
+    console: Console,
+    results: Sequence[ScenarioResult],
+    title: str,
+    broken: Sequence[BrokenScenario] = (),
+) -> None:
+    """The result table (a malformed scenario is a failed row), then every failure in full,
+    then the summary line."""
     table = Table(title=title)
     for column in (
         "scenario",
@@ -99,7 +114,10 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             f"{r.seconds:.2f}",
             detail[:120],
         )
+    for b in broken:
+        table.add_row(b.name, "", "", "[red]MALFORMED[/red]", "", "", "", "see below")
     console.print(table)
+    print_broken(console, broken)
     for r in results:
         if not r.ok:
             console.print(
@@ -108,7 +126,7 @@ def print_results(console: Console, results: Sequence[ScenarioResult], title: st
             )
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
-    console.print(summary_line(results), highlight=False)
+    console.print(summary_line(results, broken), highlight=False)
 
 
 def run_proof(

@@ -1,8 +1,12 @@
-"""``dsh-snapshot``: replay, refresh, record, list and prove scenario folders given by path.
+"""dsh-snapshot: replay, refresh, record, list and prove scenario folders given by path.
 
-Paths may be scenario folders (holding ``input.json``) or folders containing them, ours or
-upstream ones, wherever they are. Exit status: 0 when everything passed (or ``record`` skipped
-for want of a key), 1 on any failure, 2 on bad usage or a malformed scenario.
+Paths may be scenario folders (holding input.json), files inside one, or folders containing
+them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
+and the rest of the batch still runs.
+
+Exit status, the same for every subcommand: 0 when everything passed (or record skipped for want
+of a key); 1 on any failure, including no scenarios under the given paths; 2 on bad usage or a
+malformed scenario.
 """
 
 from __future__ import annotations
@@ -10,32 +14,105 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import cast
+from typing import NoReturn, cast
 
 from rich.console import Console
 from rich.table import Table
 
-from dsh_snapshot._batch import jobs_from, print_results, run_many, run_proof
+from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
-from dsh_snapshot._scenario import Scenario, ScenarioError, discover
+from dsh_snapshot._scenario import BrokenScenario, Scenario, ScenarioError, discover_each
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
 
 _COMPOSITIONS: tuple[Composition, ...] = ("jsonl", "sqlite")
+_EXIT_FAILED = 1
+_EXIT_USAGE = 2
+_EXIT_EPILOG = (
+    "exit status: 0 everything passed; 1 a failure, or no scenarios under the paths; "
+    "2 bad usage or a malformed scenario"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (its subcommand parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(_EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _jobs(text: str) -> int:
+    """``--jobs``: ``auto`` (the CPU count) or a whole number of at least 1."""
+    if text == "auto":
+        return max(os.cpu_count() or 1, 1)
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor a whole number >= 1")
+    return jobs
+
+
+def _number(kind: type[int] | type[float], least: float, what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not value >= least:  # also rejects nan
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {least:g}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in its own messages
+    return parse
+
+
+def _compositions(text: str) -> list[Composition]:
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [n for n in names if n not in _COMPOSITIONS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown composition {', '.join(bad) or repr(text)}; "
+            f"choose from {', '.join(_COMPOSITIONS)}"
+        )
+    return cast(list[Composition], names)
+
+
+def _version() -> str:
+    try:
+        return version("dsh-snapshot")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dsh-snapshot", description=__doc__)
+    parser = _Parser(
+        prog="dsh-snapshot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text, epilog=_EXIT_EPILOG)
         cmd.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+        cmd.add_argument(
+            "-k",
+            dest="names",
+            action="append",
+            default=None,
+            metavar="TEXT",
+            help="only scenarios whose name (profile/name) contains TEXT, case-insensitive; "
+            "repeat to select any of several",
+        )
         return cmd
 
     for name, help_text in (
@@ -48,13 +125,16 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--jobs",
             "-j",
-            default="1" if name == "record" else "auto",
-            help="parallel runs: a number or 'auto' (CPU count)",
+            type=_jobs,
+            default=_jobs("1" if name == "record" else "auto"),
+            metavar="N",
+            help="parallel runs: a number >= 1 or 'auto' (CPU count)",
         )
         cmd.add_argument(
             "--timeout",
-            type=float,
+            type=_number(float, 0.001, "a number of seconds"),
             default=60.0,
+            metavar="SECONDS",
             help="seconds any single wait for the agent may take (default 60)",
         )
         cmd.add_argument(
@@ -67,7 +147,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "replay":
             cmd.add_argument(
                 "--composition",
-                default="jsonl,sqlite",
+                type=_compositions,
+                default=_compositions("jsonl,sqlite"),
                 help="comma-separated persistence backends (default jsonl,sqlite)",
             )
         if name == "record":
@@ -79,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
             )
             cmd.add_argument(
                 "--retries",
-                type=int,
+                type=_number(int, 0, "a whole number"),
                 default=None,
                 help="re-record a live recording that misses its expectations up to this "
                 "many times (default: DSH_RECORD_RETRIES, else 2)",
@@ -87,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     listing = add("list", "list the scenarios under the given paths, with model and age")
     listing.add_argument(
         "--max-age",
-        type=int,
+        type=_number(int, 0, "a whole number of days"),
         default=None,
         metavar="DAYS",
         help="exit 1 when a live recording is older than DAYS days",
@@ -105,7 +186,12 @@ def record_key() -> str | None:
     return key or None
 
 
-def _list(console: Console, scenarios: Sequence[Scenario], max_age: int | None) -> int:
+def _list(
+    console: Console,
+    scenarios: Sequence[Scenario],
+    broken: Sequence[BrokenScenario],
+    max_age: int | None,
+) -> int:
     table = Table(title="dsh-snapshot scenarios")
     for column in ("scenario", "recording", "model", "age", "sessions", "steps", "fork", "path"):
         table.add_column(column, overflow="fold")
@@ -127,15 +213,21 @@ def _list(console: Console, scenarios: Sequence[Scenario], max_age: int | None) 
             "yes" if s.fork_children else "",
             str(s.path),
         )
+    for b in broken:
+        table.add_row(b.name, "[red]MALFORMED[/red]", "", "", "", "", "", str(b.path))
     console.print(table)
-    console.print(f"{len(scenarios)} scenarios", highlight=False)
+    print_broken(console, broken)
+    tail = f", {len(broken)} malformed" if broken else ""
+    console.print(f"{len(scenarios) + len(broken)} scenarios{tail}", highlight=False)
     for line in stale:
         console.print(
             f"dsh-snapshot list: {line}, more than --max-age {max_age}: re-record it "
             "(nox -s snapshot_record)",
             highlight=False,
         )
-    return 1 if stale else 0
+    if broken:
+        return _EXIT_USAGE
+    return _EXIT_FAILED if stale else 0
 
 
 def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Namespace) -> int:
@@ -157,7 +249,7 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
                 markup=False,
                 soft_wrap=True,
             )
-            return 1
+            return _EXIT_FAILED
     retries = cast(int | None, args.retries)
     options = RunOptions(
         mode="record-scripted" if scripted else "record",
@@ -169,10 +261,17 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
         scenarios,
         options,
         RecordSettings().retries if retries is None else max(retries, 0),
-        jobs_from(cast(str, args.jobs)),
+        cast(int, args.jobs),
     )
     print_record_summary(console, runs)
     return 0 if all(r.result.ok for r in runs) else 1
+
+
+def _selected(scenarios: list[Scenario], names: list[str] | None) -> list[Scenario]:
+    if not names:
+        return scenarios
+    wanted = [n.casefold() for n in names]
+    return [s for s in scenarios if any(w in s.name.casefold() for w in wanted)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,47 +281,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))
+    paths = cast(list[Path], args.paths)
     if command == "record" and cast(bool, args.scripted):
-        mark_scripted(cast(list[Path], args.paths))  # record --scripted makes a folder ours
+        mark_scripted(paths)  # record --scripted makes a folder ours
     try:
-        scenarios = discover(cast(list[Path], args.paths))
+        scenarios, broken = discover_each(paths)
     except ScenarioError as exc:
         console.print(f"dsh-snapshot: {exc}", highlight=False, markup=False)
-        return 2
-    if command == "list":
-        return _list(console, scenarios, cast(int | None, args.max_age))
-    if not scenarios:
+        return _EXIT_USAGE
+    names = cast(list[str] | None, args.names)
+    scenarios = _selected(scenarios, names)
+    if names:
+        broken = [b for b in broken if any(n.casefold() in b.name.casefold() for n in names)]
+    if not scenarios and not broken:
+        chosen = f" matching -k {' or '.join(names)}" if names else ""
         console.print(
-            "dsh-snapshot: no scenario folders (holding input.json) under "
-            + ", ".join(str(p) for p in args.paths),
+            f"dsh-snapshot: no scenarios{chosen} (folders holding input.json) under "
+            + ", ".join(str(p) for p in paths),
             highlight=False,
+            markup=False,
         )
-        return 1
-    jobs = jobs_from(cast(str, args.jobs))
-    timeout = cast(float, args.timeout)
-    cold = cast(bool, args.cold)
+        return _EXIT_FAILED
+    if command == "list":
+        return _list(console, scenarios, broken, cast(int | None, args.max_age))
+    status = _run(console, command, scenarios, broken, args)
+    return _EXIT_USAGE if broken else status
+
+
+def _run(
+    console: Console,
+    command: str,
+    scenarios: list[Scenario],
+    broken: list[BrokenScenario],
+    ns: argparse.Namespace,
+) -> int:
+    """Run the batch; malformed scenarios are failed rows of its report, never run."""
+    jobs = cast(int, ns.jobs)
+    timeout = cast(float, ns.timeout)
+    cold = cast(bool, ns.cold)
     if command == "proof":
         proof = RunOptions(timeout=timeout, cold=cold)
-        return 0 if run_proof(console, scenarios, proof, jobs) else 1
+        print_broken(console, broken)
+        return 0 if run_proof(console, scenarios, proof, jobs) else _EXIT_FAILED
     if command == "record":
-        return _record(console, scenarios, args)
+        print_broken(console, broken)
+        return _record(console, scenarios, ns)
     mode: Mode = cast(Mode, command)
     compositions: list[Composition] = ["jsonl"]
     if command == "replay":
-        names = [c.strip() for c in cast(str, args.composition).split(",") if c.strip()]
-        bad = [n for n in names if n not in _COMPOSITIONS]
-        if bad or not names:
-            console.print(
-                f"dsh-snapshot: unknown composition {bad or names}; "
-                f"choose from {', '.join(_COMPOSITIONS)}",
-                highlight=False,
-            )
-            return 2
-        compositions = cast(list[Composition], names)
+        compositions = cast(list[Composition], ns.composition)
     options = RunOptions(mode=mode, timeout=timeout, cold=cold)
     results = run_many(scenarios, options, compositions, jobs)
-    print_results(console, results, f"dsh-snapshot {command}")
-    return 0 if all(r.ok for r in results) else 1
+    print_results(console, results, f"dsh-snapshot {command}", broken)
+    return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
 if __name__ == "__main__":

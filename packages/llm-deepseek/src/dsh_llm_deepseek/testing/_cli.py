@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
@@ -18,6 +19,13 @@ from dsh_llm_deepseek.testing._script import Fault, ScriptError
 from dsh_llm_deepseek.testing._server import ScriptedModelServer
 
 __all__ = ["main"]
+
+
+def _version() -> str:
+    try:
+        return version("dsh-llm-deepseek")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="dsh-scripted-model-server",
         description="Serve scripted OpenAI-compatible streaming responses on 127.0.0.1.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--script", help="JSON script file")
     source.add_argument(

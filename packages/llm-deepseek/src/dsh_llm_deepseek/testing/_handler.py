@@ -27,7 +27,12 @@ from dsh_llm_deepseek.testing._script import Fault, Pause
 if TYPE_CHECKING:
     from dsh_llm_deepseek.testing._server import ScriptedModelServer
 
-__all__ = ["HTTPServer"]
+__all__ = ["SCRIPT_MISS_STATUS", "HTTPServer"]
+
+# A request the script has no answer for (exhausted, unbound, no session header): 410 Gone, a
+# 4xx no client retries (ours retries 429 and 5xx, the OpenAI SDK 408/409/429/5xx), so the error
+# names the call that missed, not the call a retry reached.
+SCRIPT_MISS_STATUS = 410
 
 _log = logging.getLogger("dsh_llm_deepseek.testing")
 _Facts = tuple[str | None, int, dict[str, Any] | None, float, bool]
@@ -163,8 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
         call, response, error = owner._next_response(session_id, body)
         if response is None:
             message = error or "no response"
-            owner._record(session_id, call, body, received, 500, message, present, self.path)
-            self._error(500, message, session_id, call)
+            miss = SCRIPT_MISS_STATUS
+            owner._record(session_id, call, body, received, miss, message, present, self.path)
+            self._error(miss, message, session_id, call)
             return
         status = response.status_code if isinstance(response, Fault) else 200
         if isinstance(response, Fault) and response.kind != "status":

@@ -71,8 +71,9 @@ class ScriptedModelServer:
     markers) or :class:`Fault`\\ s; every request of the session consumes the next one.
     :meth:`add_session` queues a script for the next session id the server has not seen;
     :meth:`set_session` binds one to an explicit id. A request from an unknown session with
-    nothing queued, or past the end of its script, gets HTTP 500 with a JSON error body naming
-    the session and call number; it is recorded like every other request.
+    nothing queued, or past the end of its script, gets HTTP 410 with a JSON error body naming
+    the session and call number (a 4xx, so no client retries it and the call named is the one
+    that missed); it is recorded like every other request.
 
     ``GET /models`` lists ``models``. In strict mode the server behaves as the live API does
     today (see ``_contract``): a bearer key is required (401), a model it does not serve, or a
