@@ -41,7 +41,11 @@ class Edge:
     layout: dict[str, str] = field(default_factory=dict[str, str])
 
 
-_BAD_JSON = {"sdk/broken/input.json": '{"steps": ['}
+# Ours (it has snapshot.yml), so the broken input.json is what the row reports.
+_BAD_JSON = {
+    "sdk/broken/snapshot.yml": "version: 1\nprofile: sdk\nrecording: scripted\n",
+    "sdk/broken/input.json": '{"steps": [',
+}
 _EDGES = [
     Edge("jobs-not-a-number", ("replay", "{tmp}", "--jobs", "x"), 2, ("'x' is neither",)),
     Edge("jobs-zero", ("replay", "{tmp}", "--jobs", "0"), 2, ("'0' is neither",)),
