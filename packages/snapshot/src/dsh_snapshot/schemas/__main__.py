@@ -8,6 +8,7 @@ from dsh_snapshot.schemas import schema_problems, write_schemas
 
 
 def main(argv: list[str]) -> int:
+    """Regenerate the schema files, or with ``--check`` name each stale one (exit 1)."""
     if argv == ["--check"]:
         problems = schema_problems()
         for problem in problems:
@@ -21,4 +22,6 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-sys.exit(main(sys.argv[1:]))
+# Guarded so that importing every module of the package (nox -s build) runs nothing.
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
