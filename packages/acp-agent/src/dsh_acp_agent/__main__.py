@@ -2,4 +2,6 @@
 
 from dsh_acp_agent._main import main
 
-main()
+# Guarded so that importing every module of the package (nox -s build) starts no agent.
+if __name__ == "__main__":
+    main()
