@@ -156,6 +156,13 @@ def snapshot_record(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def snapshot_record_contract(session: nox.Session) -> None:
+    """Keyless: snapshot_record against the strict contract server, then replay and refresh it."""
+    sync(session, "test")
+    session.run("python", "tools/record_contract.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def record_drift(session: nox.Session) -> None:
     """After a re-record: which scenarios drifted, as markdown (also to $GITHUB_STEP_SUMMARY)."""
     sync(session, "test")
