@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core import Agent, BashTool, Chunk, CreateOptions, SessionMeta, ToolContext, ToolOutcome
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core import Agent, BashTool, Chunk, CreateOptions, SessionMeta, ToolOutcome
+from dsh_core.testing import InMemorySessionStore, ScriptedModel, tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -20,16 +20,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _context(cwd: Path) -> ToolContext:
-    store = InMemorySessionStore()
-    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
-    agent = Agent(ScriptedModel(), store, [BashTool()])
-    return ToolContext(session=session, cwd=str(cwd), turn=1, step=1, call_id="c", agent=agent)
-
-
 async def _run(tmp_path: Path, command: str, tool: BashTool | None = None) -> ToolOutcome:
     return await (tool or BashTool()).run(
-        {"command": command, "description": "t"}, _context(tmp_path)
+        {"command": command, "description": "t"}, tool_context(tmp_path)
     )
 
 
@@ -115,7 +108,7 @@ async def test_killed_by_a_signal_is_reported(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["", "   ", None])
 async def test_a_missing_command_is_an_error(tmp_path: Path, command: str | None) -> None:
-    outcome = await BashTool().run({"command": command, "description": "d"}, _context(tmp_path))
+    outcome = await BashTool().run({"command": command, "description": "d"}, tool_context(tmp_path))
     assert outcome.is_error
     assert outcome.text in (
         'Error: invalid arguments: missing required property "command"',
@@ -125,7 +118,7 @@ async def test_a_missing_command_is_an_error(tmp_path: Path, command: str | None
 
 async def test_a_missing_cwd_is_an_error(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
-    outcome = await BashTool().run({"command": "true", "description": "d"}, _context(gone))
+    outcome = await BashTool().run({"command": "true", "description": "d"}, tool_context(gone))
     assert outcome == ToolOutcome(
         f"Error: spawn bash ENOENT: the working directory {gone} does not exist", True
     )

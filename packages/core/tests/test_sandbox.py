@@ -18,20 +18,16 @@ import pytest
 
 import dsh_core
 from dsh_core import (
-    Agent,
     BashTool,
-    CreateOptions,
     SandboxMechanisms,
     SandboxSettings,
-    SessionMeta,
-    ToolContext,
     ToolOutcome,
     ToolSandbox,
     is_secret_name,
     tool_environment,
 )
 from dsh_core._sandbox import probe_mechanisms
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -48,15 +44,8 @@ def _fake_key() -> str:
     return "sk-" + "".join(secrets.choice(alphabet) for _ in range(40))
 
 
-def _context(cwd: Path, tool: BashTool) -> ToolContext:
-    store = InMemorySessionStore()
-    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
-    agent = Agent(ScriptedModel(), store, [tool])
-    return ToolContext(session=session, cwd=str(cwd), turn=1, step=1, call_id="c", agent=agent)
-
-
 async def _bash(cwd: Path, command: str, tool: BashTool) -> ToolOutcome:
-    return await tool.run({"command": command, "description": "t"}, _context(cwd, tool))
+    return await tool.run({"command": command, "description": "t"}, tool_context(cwd, [tool]))
 
 
 def _tool(mode: str = "strict", network: str = "deny", **kwargs: object) -> BashTool:

@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 
 from dsh_core import (
-    Agent,
     BashTool,
-    CreateOptions,
     OutputCollector,
-    SessionMeta,
-    ToolContext,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -34,17 +30,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _context(cwd: Path) -> ToolContext:
-    store = InMemorySessionStore()
-    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
-    agent = Agent(ScriptedModel(), store, [BashTool()])
-    return ToolContext(session=session, cwd=str(cwd), turn=1, step=1, call_id="c", agent=agent)
-
-
 async def _run(cwd: Path, command: str, tool: BashTool | None = None, **extra: Any) -> str:
     tool = tool or BashTool(grace_ms=200, spill_dir=cwd)
     arguments = {"command": command, "description": "t", **extra}
-    outcome = await tool.run(arguments, _context(cwd))
+    outcome = await tool.run(arguments, tool_context(cwd))
     assert not outcome.is_error, outcome.text
     return outcome.text
 
@@ -134,7 +123,7 @@ async def test_cancellation_mid_run_kills_the_group(tmp_path: Path) -> None:
 
 async def test_a_nonexistent_cwd_is_a_spawn_error(tmp_path: Path) -> None:
     outcome = await BashTool().run(
-        {"command": "echo hi", "description": "t"}, _context(tmp_path / "gone")
+        {"command": "echo hi", "description": "t"}, tool_context(tmp_path / "gone")
     )
     assert outcome.is_error
     assert "ENOENT" in outcome.text

@@ -13,17 +13,13 @@ from typing import Any
 import pytest
 
 from dsh_core import (
-    Agent,
     BashResult,
     BashTool,
     CollectedOutput,
-    CreateOptions,
-    SessionMeta,
-    ToolContext,
     ToolOutcome,
     render_bash_result,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -33,15 +29,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _context(cwd: Path) -> ToolContext:
-    store = InMemorySessionStore()
-    session = store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
-    agent = Agent(ScriptedModel(), store, [BashTool()])
-    return ToolContext(session=session, cwd=str(cwd), turn=1, step=1, call_id="c", agent=agent)
-
-
 async def _call(cwd: Path, arguments: dict[str, Any], tool: BashTool | None = None) -> ToolOutcome:
-    return await (tool or BashTool(grace_ms=200, spill_dir=cwd)).run(arguments, _context(cwd))
+    return await (tool or BashTool(grace_ms=200, spill_dir=cwd)).run(arguments, tool_context(cwd))
 
 
 def _spilled(text: str) -> str:

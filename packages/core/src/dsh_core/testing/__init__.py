@@ -5,14 +5,16 @@ store; the conformance suite (``StoreConformance``) is what every real backend r
 its own factory; ``run_crash_trials`` SIGKILLs a writer subprocess at random moments and
 checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs every
 reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that compare logs
-with the upstream recordings. ``StoreConformance`` needs pytest and is imported on first use, so
-``import dsh_core.testing`` works without it.
+with the upstream recordings; ``tool_context`` lets a test call one tool directly.
+``StoreConformance`` needs pytest and is imported on first use, so ``import dsh_core.testing``
+works without it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsh_core.testing._context import tool_context
 from dsh_core.testing._corpus import normalized_rows, upstream_corpus
 from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
@@ -48,6 +50,7 @@ __all__ = [
     "normalized_rows",
     "run_crash_trials",
     "synthetic_turn",
+    "tool_context",
     "upstream_corpus",
 ]
 
