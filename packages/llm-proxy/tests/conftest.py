@@ -186,7 +186,7 @@ def roundtrip(tmp_path: Path, upstream_key: str) -> RoundTrip:
         with ProxyServer.replay(root) as proxy:
             replayed = run(proxy.base_url)
             report = proxy.report()
-        assert report["problems"] == []
+        assert report.problems == []
         return Recorded(root, recorded, replayed, requests)
 
     return run_both

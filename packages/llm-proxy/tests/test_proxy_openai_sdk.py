@@ -204,10 +204,8 @@ def test_a_changed_prompt_is_a_replay_error_not_a_stale_answer(
         with pytest.raises(openai.UnprocessableEntityError, match="differ from the recording"):
             client.chat.completions.create(model="m", messages=changed)
         report = proxy.report()
-    assert report["ok"] is False
-    assert any(
-        'recorded ["user: b"], got ["user: b, but reworded"]' in p for p in report["problems"]
-    )
+    assert report.ok is False
+    assert any('recorded ["user: b"], got ["user: b, but reworded"]' in p for p in report.problems)
 
 
 def _run_two_calls(base_url: str) -> list[str | None]:

@@ -20,6 +20,8 @@ from dsh_llm_replay import (
     ReplayError,
     ReplayHeader,
     ReplayModelClient,
+    ReplayReport,
+    ReportFormatError,
     ScriptExhaustedError,
     SessionScript,
     ThrowEntry,
@@ -76,7 +78,7 @@ async def test_replay_sessions_bind_in_first_call_order() -> None:
     assert await text(client, "live-parent") == "p2"  # each session keeps its own cursor
     assert await text(client, "live-y") == "b1"
     client.assert_consumed()
-    report = client.report()
+    report = client.report().as_json()
     assert [(s["source"], s["boundSession"], s["replayedCalls"]) for s in report["scripts"]] == [
         ("parent", "live-parent", 2),
         ("child-a", "live-x", 1),
@@ -116,7 +118,7 @@ async def test_replay_exhausted_script_raises_a_model_error_and_is_recorded() ->
     assert client.errors == (error,)
     with pytest.raises(NotConsumedError, match="made call 2 but its script has 1 entries"):
         client.assert_consumed()
-    report = client.report()
+    report = client.report().as_json()
     assert report["errors"] == [
         {"kind": "script-exhausted", "sessionId": "live-1", "message": str(error)}
     ]
@@ -139,7 +141,7 @@ async def test_replay_unrecorded_session_names_the_bound_scripts() -> None:
     assert info.value.code == "UNRECORDED_SESSION"
     with pytest.raises(UnrecordedSessionError):  # and again: it never claims a script
         await call(client, "live-extra")
-    report = client.report()
+    report = client.report().as_json()
     assert [e["kind"] for e in report["errors"]] == ["unrecorded-session"] * 2
     assert report["sessions"][-1] == {"sessionId": "live-extra", "script": None, "calls": 2}
     assert not report["ok"]
@@ -163,14 +165,14 @@ async def test_replay_assert_consumed_names_unbound_scripts_and_short_sessions()
         "session live-p (script session.jsonl) made 1 of 3 recorded calls",
     )
     assert "2 problem(s)" in str(info.value)
-    assert client.report()["problems"] == list(info.value.problems)
+    assert client.report().as_json()["problems"] == list(info.value.problems)
 
 
 async def test_replay_a_recording_without_calls_needs_no_binding() -> None:
     # june/handshake: a session created and never prompted records no model call.
     client = ReplayModelClient([script("session.jsonl")])
     client.assert_consumed()
-    assert client.report()["problems"] == []
+    assert client.report().as_json()["problems"] == []
 
 
 async def test_replay_throw_yields_its_chunks_then_raises() -> None:
@@ -261,10 +263,12 @@ async def test_replay_report_round_trips_through_a_file(tmp_path: Path) -> None:
     await call(client, "live")
     await client.aclose()  # writes the report
     on_disk: dict[str, Any] = json.loads(path.read_text())
-    assert on_disk == client.report()
+    assert on_disk == client.report().as_json()
     assert on_disk["version"] == 1
-    assert check_report(path) == on_disk
-    assert check_report(on_disk) == on_disk
+    assert on_disk["scripts"][0]["recordedSessionId"] == "rec-session.jsonl"  # camelCase keys
+    assert check_report(path) == client.report() == ReplayReport.read(path)
+    assert check_report(on_disk) == client.report()
+    assert ReplayReport.read(path).replayed_calls == 1
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # noqa: ASYNC240 - no temp
 
 
@@ -283,38 +287,66 @@ async def test_replay_check_report_raises_what_assert_consumed_would(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("content", "match"),
+    ("content", "field", "reason"),
     [
-        (None, "cannot read the replay report"),
-        ("{", "not valid JSON"),
-        ('{"version": 1}', r"not a replay report: ok: Field required"),
+        (None, "document", "cannot read the replay report"),
+        ("{", "document", "not valid JSON"),
+        ('{"version": 1}', "ok", "not a replay report: Field required"),
         (
             '{"version": 1, "ok": true, "scripts": [], "sessions": [], "errors": [], '
             '"problems": [], "extra": 1}',
-            "not a replay report: extra",
+            "extra",
+            "not a replay report: Extra inputs",
         ),
         (
             '{"version": 1, "ok": true, "scripts": [], "sessions": [{"sessionId": "x", '
             '"script": null, "calls": "1"}], "errors": [], "problems": []}',
-            r"sessions\.0\.calls",
+            "sessions.0.calls",
+            "not a replay report: Input should be a valid integer",
+        ),
+        (
+            '{"version": 1, "ok": true, "scripts": [{"source": "s", "recordedSessionId": "r", '
+            '"createdAt": 0, "seedLength": 0, "recordedCalls": 1, "boundSession": null}], '
+            '"sessions": [], "errors": [], "problems": []}',
+            "scripts.0.replayedCalls",
+            "not a replay report: Field required",
         ),
         (
             '{"version": 9, "ok": true, "scripts": [], "sessions": [], "errors": [], '
             '"problems": []}',
+            "version",
             "version 9 is not 1",
         ),
     ],
 )
 async def test_replay_check_report_rejects_bad_reports(
-    tmp_path: Path, content: str | None, match: str
+    tmp_path: Path, content: str | None, field: str, reason: str
 ) -> None:
     path = tmp_path / "report.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(ReplayError, match=match) as info:
-        check_report(path)
-    assert not isinstance(info.value, NotConsumedError)
-    assert str(path) in str(info.value)
+    for read in (check_report, ReplayReport.read):
+        with pytest.raises(ReportFormatError) as info:
+            read(path)
+        assert isinstance(info.value, ReplayError)
+        assert not isinstance(info.value, NotConsumedError)
+        # The error names the file and the field, and says what is wrong.
+        assert (info.value.path, info.value.field) == (str(path), field)
+        assert reason in info.value.reason
+        assert str(info.value).startswith(f"{path}: {field}: ")
+
+
+async def test_replay_report_is_written_once_by_the_client(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    client = ReplayModelClient([script("session.jsonl", said("a"))], report_path=path)
+    await call(client, "live")
+    await client.aclose()
+    written = path.read_text()
+    path.unlink()
+    await client.aclose()  # a second close leaves the report alone
+    assert not path.exists()
+    path.write_text(written)
+    assert ReplayReport.read(path).replayed_calls == 1
 
 
 @pytest.mark.corpus

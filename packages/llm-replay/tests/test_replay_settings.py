@@ -75,6 +75,35 @@ def test_replay_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     ) == (None, (), True, None)
 
 
+@pytest.mark.parametrize("full", [True, False])
+def test_replay_settings_round_trip_through_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, full: bool
+) -> None:
+    """What the runner hands over with ``to_env`` is exactly what the agent reads back."""
+    given = ReplaySettings(  # pyright: ignore[reportCallIssue]
+        snapshot_file=tmp_path / "session.jsonl",
+        snapshot_override=tmp_path / "replay.override.json" if full else None,
+        child_files=(tmp_path / "session.2.jsonl", tmp_path / "session.1.jsonl") if full else (),
+        seed_slice=not full,
+        report=tmp_path / "report.json" if full else None,
+        child_jitter_ms=7 if full else 0,
+    )
+    env = given.to_env()
+    for name in list(os.environ):
+        if name.startswith("DSH_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert ReplaySettings() == given  # pyright: ignore[reportCallIssue]
+    if full:
+        assert env["DSH_REPLAY_SEED_SLICE"] == "false"
+        assert env["DSH_SNAPSHOT_CHILD_FILES"].split(os.pathsep)[0].endswith("session.2.jsonl")
+    else:
+        # Unset optional fields are left out rather than written as empty values.
+        kept = {"DSH_SNAPSHOT_FILE", "DSH_REPLAY_SEED_SLICE", "DSH_REPLAY_CHILD_JITTER_MS"}
+        assert set(env) == kept
+
+
 def test_replay_from_settings_loads_the_scenario(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -128,6 +157,7 @@ def test_replay_public_api_is_pinned() -> None:
             "ReplayReport",
             "ReplaySettings",
             "ReportError",
+            "ReportFormatError",
             "ReportScript",
             "ReportSession",
             "ScriptExhaustedError",

@@ -100,10 +100,10 @@ def test_fifty_jittered_in_process_replays_give_the_committed_logs(tmp_path: Pat
         # Each recorded child is bound to the live child created for the same call (the live
         # children are harvested in creation order, as the recorded ones are numbered).
         live_children = [json.loads(t.partition("\n")[0])["id"] for t in texts[1:]]
-        bound = [s["boundSession"] for s in report["scripts"][1:]]
+        bound = [s.bound_session for s in report.scripts[1:]]
         assert bound == live_children, f"run {run}"
         # Which child reached the model first: the sessions list is in binding order.
-        order = [s["sessionId"] for s in report["sessions"]]
+        order = [s.session_id for s in report.sessions]
         second_child_first += order.index(live_children[1]) < order.index(live_children[0])
     # The jitter did shuffle the children (all 50 in one order has odds 2**-49).
     assert 0 < second_child_first < IN_PROCESS_RUNS

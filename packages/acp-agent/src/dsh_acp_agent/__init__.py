@@ -15,40 +15,35 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dsh_acp_agent._exit import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED, EXIT_USAGE
     from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent, ForkServerError
-    from dsh_acp_agent._main import (
-        EXIT_OK,
-        EXIT_REPLAY_NOT_CONSUMED,
-        EXIT_USAGE,
-        build_agent,
-        main,
-    )
+    from dsh_acp_agent._main import build_agent, main
     from dsh_acp_agent._server import AGENT_NAME, AcpServer, ProtocolError, build_router
     from dsh_acp_agent._settings import AgentSettings, SettingsError, load_settings
     from dsh_acp_agent._updates import UpdateMapper, replay_updates
 
 __all__ = [
-    # protocol
-    "AGENT_NAME",
-    # the process
+    # the process: its entry point, wiring and exit codes
     "EXIT_OK",
     "EXIT_REPLAY_NOT_CONSUMED",
     "EXIT_USAGE",
-    "AcpServer",
-    # a warm agent: one pre-imported parent forking a fresh process per run
-    "AgentForkServer",
+    "build_agent",
+    "main",
     # settings
     "AgentSettings",
+    "SettingsError",
+    "load_settings",
+    # the protocol: server, routing, updates
+    "AGENT_NAME",
+    "AcpServer",
+    "ProtocolError",
+    "UpdateMapper",
+    "build_router",
+    "replay_updates",
+    # a warm agent: one pre-imported parent forking a fresh process per run
+    "AgentForkServer",
     "ForkServerError",
     "ForkedAgent",
-    "ProtocolError",
-    "SettingsError",
-    "UpdateMapper",
-    "build_agent",
-    "build_router",
-    "load_settings",
-    "main",
-    "replay_updates",
 ]
 
 _HOMES = {
@@ -56,9 +51,9 @@ _HOMES = {
     "AcpServer": "_server",
     "ProtocolError": "_server",
     "build_router": "_server",
-    "EXIT_OK": "_main",
-    "EXIT_REPLAY_NOT_CONSUMED": "_main",
-    "EXIT_USAGE": "_main",
+    "EXIT_OK": "_exit",
+    "EXIT_REPLAY_NOT_CONSUMED": "_exit",
+    "EXIT_USAGE": "_exit",
     "build_agent": "_main",
     "main": "_main",
     "AgentForkServer": "_forkserver",

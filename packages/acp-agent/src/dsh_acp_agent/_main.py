@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from dsh_acp_agent._exit import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED, EXIT_USAGE
 from dsh_acp_agent._server import AGENT_NAME, AcpServer, connect, package_version
 from dsh_acp_agent._settings import (
     AgentSettings,
@@ -38,13 +38,7 @@ from dsh_subagent_spawn import SpawnBackend
 if TYPE_CHECKING:
     from dsh_llm_replay import ReplayModelClient
 
-__all__ = ["EXIT_OK", "EXIT_REPLAY_NOT_CONSUMED", "EXIT_USAGE", "build_agent", "main"]
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-"""A setting is invalid or a component could not be set up (nothing was served)."""
-EXIT_REPLAY_NOT_CONSUMED = 3
-"""The replay client's recorded scripts were not consumed exactly."""
+__all__ = ["build_agent", "main"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
@@ -156,12 +150,13 @@ async def serve(wiring: Wiring, rpc_fd: int) -> int:
 
 
 def finish_replay(replay: ReplayModelClient | None) -> int:
-    """Write the replay report (``DSH_REPLAY_REPORT``) and check every script was consumed."""
+    """The exit code after a replay: whether every script was consumed exactly.
+
+    The report itself is the replay client's to write (at its ``aclose``, from
+    ``DSH_REPLAY_REPORT``); this only turns the verdict into the process's exit code.
+    """
     if replay is None:
         return EXIT_OK
-    report = os.environ.get("DSH_REPLAY_REPORT")
-    if report:
-        replay.write_report(report)
     try:
         replay.assert_consumed()
     except Exception as exc:  # the replay package's NotConsumedError, reported as is

@@ -35,8 +35,6 @@ class AgentSettings(BaseSettings):
         max_steps: model calls allowed in one turn (``DSH_MAX_STEPS``).
         bash_timeout: seconds a bash command may run; unset keeps the tool's default
             (``DSH_BASH_TIMEOUT``).
-        replay_report: where the replay client writes its consumption report at exit
-            (``DSH_REPLAY_REPORT``; replay only).
     """
 
     model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
@@ -49,7 +47,6 @@ class AgentSettings(BaseSettings):
     max_parallel_tool_calls: int = Field(default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, ge=1)
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
-    replay_report: Path | None = None
 
 
 class SettingsError(Exception):

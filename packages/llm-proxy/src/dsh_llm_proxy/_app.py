@@ -242,7 +242,7 @@ class ReplayEngine:
     def _mismatch(self, call: Call) -> str | None:
         """How the live call's new messages differ from the recorded call's, if they do."""
         number = self._calls[call.session_id] = self._calls.get(call.session_id, 0) + 1
-        scripts = {s["sessionId"]: s["script"] for s in self.client.report()["sessions"]}
+        scripts = {s.session_id: s.script for s in self.client.report().sessions}
         source = scripts.get(call.session_id)
         recorded = self.recorded_inputs.get(source or "", ())
         if source is None or number > len(recorded):
@@ -263,13 +263,13 @@ class ReplayEngine:
         request matched its recorded one)."""
         report = self.client.report()
         if self._mismatches:
-            report["problems"] = [*report["problems"], *self._mismatches]
-            report["ok"] = False
+            problems = [*report.problems, *self._mismatches]
+            report = report.model_copy(update={"problems": problems, "ok": False})
         return report
 
     async def report_endpoint(self, request: Request) -> Response:
         """``GET /_dsh/report``."""
-        return JSONResponse(self.report())
+        return JSONResponse(self.report().as_json())
 
     async def models(self, request: Request) -> Response:
         """``GET /models``: the models the recording asked for."""

@@ -251,5 +251,5 @@ class ProxyServer:
     def problems(self) -> list[str]:
         """Replay mode: what was not consumed exactly (empty when recording)."""
         if isinstance(self.engine, ReplayEngine):
-            return list(self.engine.report()["problems"])
+            return list(self.engine.report().problems)
         return []

@@ -9,20 +9,13 @@ the recording exactly. ``replay.override.json`` scripts what chunks alone cannot
 that threw or hung.
 """
 
-from dsh_llm_replay._client import (
-    REPORT_VERSION,
-    ReplayModelClient,
-    ReplayReport,
-    ReportError,
-    ReportScript,
-    ReportSession,
-    check_report,
-)
+from dsh_llm_replay._client import ReplayModelClient
 from dsh_llm_replay._errors import (
     NotConsumedError,
     OverrideError,
     ReplayCallError,
     ReplayError,
+    ReportFormatError,
     ScriptExhaustedError,
     UnrecordedSessionError,
     UnterminatedGroupError,
@@ -34,6 +27,14 @@ from dsh_llm_replay._override import (
     OverrideDocument,
     load_override,
     parse_override,
+)
+from dsh_llm_replay._report import (
+    REPORT_VERSION,
+    ReplayReport,
+    ReportError,
+    ReportScript,
+    ReportSession,
+    check_report,
 )
 from dsh_llm_replay._script import (
     ChunksEntry,
@@ -81,6 +82,7 @@ __all__ = [
     "OverrideError",
     "ReplayCallError",
     "ReplayError",
+    "ReportFormatError",
     "ScriptExhaustedError",
     "UnrecordedSessionError",
     "UnterminatedGroupError",

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, cast
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from dsh_core import Chunk, ModelError, ModelRequest, atomic_write
+from dsh_core import Chunk, ModelError, ModelRequest
 from dsh_llm_replay._errors import (
     NotConsumedError,
     ReplayCallError,
@@ -22,100 +20,17 @@ from dsh_llm_replay._errors import (
 )
 from dsh_llm_replay._load import SessionScript, load_session_scripts
 from dsh_llm_replay._ready import touch_marker
+from dsh_llm_replay._report import (
+    REPORT_VERSION,
+    ReplayReport,
+    ReportError,
+    ReportScript,
+    ReportSession,
+)
 from dsh_llm_replay._script import ChunksEntry, HangEntry, ThrowEntry
 from dsh_llm_replay._settings import ReplaySettings
 
-__all__ = [
-    "REPORT_VERSION",
-    "ReplayModelClient",
-    "ReplayReport",
-    "ReportError",
-    "ReportScript",
-    "ReportSession",
-    "check_report",
-]
-
-REPORT_VERSION = 1
-
-
-class ReportScript(TypedDict):
-    """One recorded script in the report."""
-
-    source: str
-    recordedSessionId: str
-    createdAt: int
-    seedLength: int
-    recordedCalls: int
-    boundSession: str | None
-    replayedCalls: int
-
-
-class ReportSession(TypedDict):
-    """One live session that called the model; ``script`` is None when it was unrecorded."""
-
-    sessionId: str
-    script: str | None
-    calls: int
-
-
-class ReportError(TypedDict):
-    """A call the scripts could not answer (``script-exhausted``/``unrecorded-session``)."""
-
-    kind: str
-    sessionId: str
-    message: str
-
-
-class ReplayReport(TypedDict):
-    """The JSON the agent writes to ``DSH_REPLAY_REPORT`` at exit.
-
-    ``problems`` is exactly what :meth:`ReplayModelClient.assert_consumed` would raise
-    (call errors, unbound scripts, under-consumed sessions); ``ok`` is ``not problems``.
-    """
-
-    version: int
-    ok: bool
-    scripts: list[ReportScript]
-    sessions: list[ReportSession]
-    errors: list[ReportError]
-    problems: list[str]
-
-
-class _StrictModel(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-
-class _ScriptModel(_StrictModel):
-    source: str
-    recordedSessionId: str
-    createdAt: int
-    seedLength: int
-    recordedCalls: int
-    boundSession: str | None
-    replayedCalls: int
-
-
-class _SessionModel(_StrictModel):
-    sessionId: str
-    script: str | None
-    calls: int
-
-
-class _ErrorModel(_StrictModel):
-    kind: str
-    sessionId: str
-    message: str
-
-
-class _ReportModel(_StrictModel):
-    """Validates a report read back from disk (the TypedDicts above are for typing only)."""
-
-    version: int
-    ok: bool
-    scripts: list[_ScriptModel]
-    sessions: list[_SessionModel]
-    errors: list[_ErrorModel]
-    problems: list[str]
+__all__ = ["ReplayModelClient"]
 
 
 @dataclass(slots=True)
@@ -186,6 +101,7 @@ class ReplayModelClient:
         """
         self.scripts: tuple[SessionScript, ...] = tuple(scripts)
         self.report_path = None if report_path is None else Path(report_path)
+        self._reported = False
         self.child_jitter_ms = child_jitter_ms
         self._bindings: dict[str, _Binding] = {}
         self._claimed: set[int] = set()
@@ -278,8 +194,10 @@ class ReplayModelClient:
         return _raise(error)
 
     async def aclose(self) -> None:
-        """Write the report to ``report_path`` if one was given; there is nothing to release."""
-        if self.report_path is not None:
+        """Write the report to ``report_path`` if one was given, once: the client owns the
+        report, and a second close (or anyone else) never writes it again."""
+        if self.report_path is not None and not self._reported:
+            self._reported = True
             self.write_report(self.report_path)
 
     # -- checks and report ---------------------------------------------------------------------
@@ -327,7 +245,7 @@ class ReplayModelClient:
             raise NotConsumedError(problems)
 
     def report(self) -> ReplayReport:
-        """A JSON-able summary: scripts and their bindings, live sessions, errors, problems."""
+        """What this run consumed: scripts and their bindings, live sessions, errors, problems."""
         live_of = {
             id(b.script): (live, b.calls)
             for live, b in self._bindings.items()
@@ -337,41 +255,40 @@ class ReplayModelClient:
         for script in self.scripts:
             live, calls = live_of.get(id(script), (None, 0))
             scripts.append(
-                {
-                    "source": script.source,
-                    "recordedSessionId": script.header.id,
-                    "createdAt": script.header.created_at,
-                    "seedLength": script.header.seed_length,
-                    "recordedCalls": len(script.entries),
-                    "boundSession": live,
-                    "replayedCalls": min(calls, len(script.entries)),
-                }
+                ReportScript(
+                    source=script.source,
+                    recorded_session_id=script.header.id,
+                    created_at=script.header.created_at,
+                    seed_length=script.header.seed_length,
+                    recorded_calls=len(script.entries),
+                    bound_session=live,
+                    replayed_calls=min(calls, len(script.entries)),
+                )
             )
-        sessions: list[ReportSession] = [
-            {
-                "sessionId": live,
-                "script": None if b.script is None else b.script.source,
-                "calls": b.calls,
-            }
+        sessions = [
+            ReportSession(
+                session_id=live,
+                script=None if b.script is None else b.script.source,
+                calls=b.calls,
+            )
             for live, b in self._bindings.items()
         ]
-        errors: list[ReportError] = [
-            {"kind": e.kind, "sessionId": e.session_id, "message": str(e)} for e in self._errors
+        errors = [
+            ReportError(kind=e.kind, session_id=e.session_id, message=str(e)) for e in self._errors
         ]
         problems = self.problems()
-        return {
-            "version": REPORT_VERSION,
-            "ok": not problems,
-            "scripts": scripts,
-            "sessions": sessions,
-            "errors": errors,
-            "problems": problems,
-        }
+        return ReplayReport(
+            version=REPORT_VERSION,
+            ok=not problems,
+            scripts=scripts,
+            sessions=sessions,
+            errors=errors,
+            problems=problems,
+        )
 
     def write_report(self, path: Path | str) -> None:
         """Write :meth:`report` as JSON, atomically (a reader never sees half a report)."""
-        text = json.dumps(self.report(), indent=2, ensure_ascii=False) + "\n"
-        atomic_write(path, text)
+        self.report().write(path)
 
 
 def _answering_children(
@@ -392,43 +309,3 @@ def _answering_children(
                 children.remove(child)
                 answers[(id(parent), call.call_id)] = child
     return answers
-
-
-def check_report(report: Path | str | dict[str, Any]) -> ReplayReport:
-    """Validate a replay report (a path or the loaded dict) and fail as the client would.
-
-    Returns:
-        The report, when the replay consumed its recording exactly.
-
-    Raises:
-        ReplayError: the report is missing or not a valid report.
-        NotConsumedError: the report lists problems (call errors, unbound scripts, short
-            sessions), named as :meth:`ReplayModelClient.assert_consumed` names them.
-    """
-    if isinstance(report, dict):
-        doc: Any = report
-        where = "replay report"
-    else:
-        where = str(report)
-        try:
-            doc = json.loads(Path(report).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ReplayError(
-                f"{where}: cannot read the replay report ({exc}); did the agent "
-                f"exit before writing it?"
-            ) from None
-        except ValueError as exc:
-            raise ReplayError(f"{where}: the replay report is not valid JSON ({exc})") from None
-    try:
-        parsed = _ReportModel.model_validate(doc)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(part) for part in first["loc"]) or "document"
-        raise ReplayError(f"{where}: not a replay report: {loc}: {first['msg']}") from None
-    if parsed.version != REPORT_VERSION:
-        raise ReplayError(
-            f"{where}: replay report version {parsed.version} is not {REPORT_VERSION}"
-        )
-    if parsed.problems:
-        raise NotConsumedError(parsed.problems)
-    return cast(ReplayReport, parsed.model_dump())

@@ -11,6 +11,7 @@ __all__ = [
     "OverrideError",
     "ReplayCallError",
     "ReplayError",
+    "ReportFormatError",
     "ScriptExhaustedError",
     "UnrecordedSessionError",
     "UnterminatedGroupError",
@@ -62,6 +63,23 @@ class OverrideError(ReplayError):
         self.location = location
         self.reason = reason
         super().__init__(f"{path}: {location}: {reason}")
+
+
+class ReportFormatError(ReplayError):
+    """A replay report file is missing, is not JSON, or is not a replay report.
+
+    Attributes:
+        path: the report file (or ``replay report`` for an object given directly).
+        field: the dotted JSON location at fault (``scripts.0.replayedCalls``), or
+            ``document`` for the whole file.
+        reason: what is wrong, without the location.
+    """
+
+    def __init__(self, path: str, field: str, reason: str) -> None:
+        self.path = path
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{path}: {field}: {reason}")
 
 
 class ReplayCallError(ReplayError, ModelError):

@@ -1,4 +1,9 @@
-"""Replay settings, read from the environment the snapshot runner sets per scenario."""
+"""Replay settings: the one hand-off from the process that starts a replaying agent to it.
+
+The snapshot runner builds a :class:`ReplaySettings`, passes it on with :meth:`~ReplaySettings.
+to_env`, and the agent reads it back with ``ReplaySettings()``; no other code names the
+variables.
+"""
 
 from __future__ import annotations
 
@@ -42,9 +47,32 @@ class ReplaySettings(BaseSettings):
     report: Path | None = Field(default=None, validation_alias="DSH_REPLAY_REPORT")
     child_jitter_ms: int = Field(default=0, ge=0, validation_alias="DSH_REPLAY_CHILD_JITTER_MS")
 
+    def to_env(self) -> dict[str, str]:
+        """The environment variables from which ``ReplaySettings()`` in another process reads
+        back settings equal to these (unset optional fields are left out)."""
+        env: dict[str, str] = {}
+        for name, info in type(self).model_fields.items():
+            value: Any = getattr(self, name)
+            text = _env_text(value)
+            if text:
+                assert isinstance(info.validation_alias, str)  # every field names its variable
+                env[info.validation_alias] = text
+        return env
+
     @field_validator("child_files", mode="before")
     @classmethod
     def _split_child_files(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(Path(part) for part in value.split(os.pathsep) if part)
         return value
+
+
+def _env_text(value: Any) -> str:
+    """``value`` as its environment text; empty for ``None`` and an empty tuple."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return os.pathsep.join(str(part) for part in value)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    return str(value)

@@ -7,7 +7,6 @@ The same run serves every mode. ``replay`` compares and writes nothing; ``refres
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -19,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_core import DshError
-from dsh_llm_replay import NotConsumedError, ReplayError, check_report
-from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
+from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
+from dsh_snapshot._agent import AgentError, AgentProcess, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
@@ -61,7 +61,6 @@ __all__ = [
 Mode = Literal["replay", "refresh", "record", "record-scripted"]
 Composition = Literal["jsonl", "sqlite"]
 Check = Literal["fixtures", "messages"]
-_EXIT_NOT_CONSUMED = 3
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
 
 
@@ -212,45 +211,40 @@ def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]
                 pipe.close()
 
 
-def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str, str]:
+def replay_settings(scenario: Scenario, tmp: Path, options: RunOptions) -> ReplaySettings:
+    """The replay hand-off to the agent: the scenario's recording, where to write the report.
+
+    Every field is given, so nothing the caller happens to have exported leaks in.
+    """
     primary = scenario.primary_file
     if not primary.is_file():
         # An authored scenario's first refresh: the bare override is the whole script.
         primary = tmp / "empty.session.jsonl"
         primary.write_text(_EMPTY_PRIMARY, encoding="utf-8")
-    env = {
-        "DSH_MODEL_CLIENT": "replay",
-        "DSH_SNAPSHOT_FILE": str(primary),
-        "DSH_REPLAY_REPORT": str(tmp / "replay-report.json"),
-    }
-    if scenario.child_files:
-        env["DSH_SNAPSHOT_CHILD_FILES"] = os.pathsep.join(str(p) for p in scenario.child_files)
-    if scenario.override_file is not None:
-        env["DSH_SNAPSHOT_OVERRIDE"] = str(scenario.override_file)
-    if not options.seed_slice:
-        env["DSH_REPLAY_SEED_SLICE"] = "false"
-    if options.child_jitter_ms:
-        env["DSH_REPLAY_CHILD_JITTER_MS"] = str(options.child_jitter_ms)
-    return env
+    return ReplaySettings(
+        snapshot_file=primary,
+        snapshot_override=scenario.override_file,
+        child_files=scenario.child_files,
+        seed_slice=options.seed_slice,
+        report=tmp / "replay-report.json",
+        child_jitter_ms=options.child_jitter_ms,
+    )
 
 
-def _check_report(path: Path, result: ScenarioResult) -> None:
-    """Fold the replay report into the result: calls replayed, and ``assert_consumed``."""
+def _check_report(path: Path, result: ScenarioResult) -> bool:
+    """Fold the agent's replay report into the result; True when the recording was consumed."""
     try:
-        report = check_report(path)
-    except NotConsumedError as exc:
-        result.failures.append(f"assert_consumed: {exc}")
-        with contextlib.suppress(ValueError, OSError):
-            raw = as_object(json.loads(path.read_text(encoding="utf-8"))) or {}
-            scripts: list[Any] = raw.get("scripts") or []
-            result.calls_replayed = sum(
-                int((as_object(s) or {}).get("replayedCalls") or 0) for s in scripts
-            )
-        return
+        report = ReplayReport.read(path)
     except ReplayError as exc:
         result.failures.append(f"replay report: {exc}")
-        return
-    result.calls_replayed = sum(s["replayedCalls"] for s in report["scripts"])
+        return False
+    result.calls_replayed = report.replayed_calls
+    try:
+        report.assert_consumed()
+    except NotConsumedError as exc:
+        result.failures.append(f"assert_consumed: {exc}")
+        return False
+    return True
 
 
 # --- comparison ---------------------------------------------------------------------------------
@@ -378,9 +372,10 @@ def _run(
             "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
             "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
         }
+        replay = replay_settings(scenario, tmp, options) if replaying else None
         with contextlib.ExitStack() as stack:
-            if replaying:
-                env |= _replay_env(scenario, tmp, options)
+            if replay is not None:
+                env |= {"DSH_MODEL_CLIENT": "replay", **replay.to_env()}
             elif options.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
@@ -419,13 +414,9 @@ def _run(
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames
         result.usage = recording_usage(logs)
-        consumed = True
-        if replaying:
-            before = len(result.failures)
-            _check_report(tmp / "replay-report.json", result)
-            consumed = len(result.failures) == before
-        # Exit code 3 means "replay not consumed", which the report check has just said better.
-        if code != 0 and not (code == _EXIT_NOT_CONSUMED and not consumed):
+        consumed = _check_report(replay.report, result) if replay and replay.report else True
+        # "Replay not consumed" is an exit code the report check has just said better.
+        if code != EXIT_OK and not (code == EXIT_REPLAY_NOT_CONSUMED and not consumed):
             result.failures.append(exit_failure)
         if options.mode == "replay" and options.check == "messages":
             _compare_messages(scenario, frames, result)

@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
+from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LogFormatError, LoopProfile, read_log
+from dsh_llm_replay import ReplayError, load_override
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
@@ -270,9 +271,9 @@ class Scenario:
         if override is None:
             return False
         try:
-            return isinstance(json.loads(override.read_text(encoding="utf-8")), list)
-        except (OSError, ValueError):
-            return False
+            return load_override(override).replace is not None
+        except ReplayError:
+            return False  # not an override at all: the replay reports it, naming the field
 
     @property
     def fork_children(self) -> tuple[Path, ...]:
@@ -282,10 +283,10 @@ class Scenario:
             with child.open(encoding="utf-8") as handle:
                 first = handle.readline()
             try:
-                header: Any = json.loads(first)
-            except ValueError:
-                continue
-            if isinstance(header, dict) and (header.get("seedLength") or 0) > 0:  # pyright: ignore
+                header = read_log([first], str(child)).header
+            except LogFormatError:
+                continue  # an unreadable child is reported by the run, naming its line
+            if header.effective_seed_length > 0:
                 out.append(child)
         return tuple(out)
 
