@@ -1,16 +1,18 @@
 """Driving ``dsh-acp-agent`` through a scenario's steps.
 
-The process and its JSON-RPC transport are :class:`dsh_acp_agent.testing.AgentProcess`; this
-layer adds the ``input.json`` steps and raises :class:`AgentError`, a :class:`DshError` the
-runner turns into a scenario failure, for everything the agent does wrong.
+The process and its JSON-RPC transport are a :class:`dsh_acp_agent.testing.AgentProcess` that
+this layer holds (composition, not a subclass): it adds the ``input.json`` steps and raises
+:class:`AgentError`, a :class:`DshError` the runner turns into a scenario failure, for
+everything the agent does wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,12 @@ def agent_command() -> list[str]:
     return [sys.executable, "-m", "dsh_acp_agent"]
 
 
-class AgentProcess(testing.AgentProcess):
+class AgentProcess:
     """One agent subprocess running a scenario; records every frame it writes, in order.
+
+    It holds a :class:`dsh_acp_agent.testing.AgentProcess` (the process and its JSON-RPC
+    transport) and adds the ``input.json`` steps on top; every error of the driver becomes an
+    :class:`AgentError` here, at this one boundary.
 
     Args:
         cwd: the process's working directory (the scenario's temporary cwd).
@@ -62,7 +68,8 @@ class AgentProcess(testing.AgentProcess):
         start_timeout: float = 120.0,
         fork_server: AgentForkServer | None = None,
     ) -> None:
-        super().__init__(
+        self.cwd = cwd
+        self.acp = testing.AgentProcess(
             env,
             cwd,
             agent_command(),
@@ -70,26 +77,20 @@ class AgentProcess(testing.AgentProcess):
             start_timeout=start_timeout,
             fork_server=fork_server,
         )
-        self.cwd = cwd
 
-    def _error(self, message: str) -> Exception:
-        return AgentError(message)
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        """Every JSON-RPC frame the agent wrote to stdout, in arrival order."""
+        return self.acp.frames
 
-    def _response_error(self, method: str, error: dict[str, Any]) -> Exception:
-        return AgentError(f"{method} failed: {json.dumps(error)}; stderr: {self.stderr_tail()}")
+    @property
+    def session_ids(self) -> list[str]:
+        """The ids ``newSession`` steps received, in order."""
+        return self.acp.session_ids
 
-    def _session(self, step: Step) -> str:
-        if not self.session_ids:
-            raise AgentError(f"step {step.op} needs a session: add a newSession step before it")
-        return self.session_ids[-1]
-
-    def _no_stray_lines(self) -> None:
-        # A line that is not a JSON-RPC frame would corrupt a client reading the agent's stdout.
-        if self.stray_lines:
-            raise AgentError(
-                f"the agent wrote a line to stdout that is not a JSON-RPC frame: "
-                f"{self.stray_lines[0][:200]!r}"
-            )
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters of the agent's stderr (``(empty)`` when none)."""
+        return self.acp.stderr_tail(limit)
 
     def run_step(self, step: Step) -> None:
         """Drive one ``input.json`` step.
@@ -97,50 +98,8 @@ class AgentProcess(testing.AgentProcess):
         Raises:
             AgentError: the agent answered wrongly, or not in time.
         """
-        text = step.text or ""
-        if step.op == "initialize":
-            # The harness's terminalOutput: the client says it renders terminal output.
-            meta = {"_meta": {"terminal_output": True}} if step.terminal_output else {}
-            self.initialize(meta)
-        elif step.op == "newSession":
-            self.new_session(self.cwd)
-        elif step.op == "newSessionExpectError":
-            extra: dict[str, Any] = {}
-            if step.additional_directories is not None:
-                extra["additionalDirectories"] = step.additional_directories
-            response = self.response(self.send_new_session(self.cwd, **extra))
-            if "error" not in response:
-                raise AgentError(
-                    f"newSessionExpectError: session/new succeeded but an error response "
-                    f"was expected: {json.dumps(response)}"
-                )
-        elif step.op == "loadSession":
-            self.load_session(self._session(step), self.cwd)
-        elif step.op == "prompt":
-            self.prompt(self._session(step), text)
-        elif step.op == "promptExpectError":
-            response = self.response(self.send_prompt(self._session(step), text))
-            if "error" not in response:
-                raise AgentError(
-                    f"promptExpectError: session/prompt succeeded but an error "
-                    f"response was expected: {json.dumps(response)}"
-                )
-        elif step.op == "promptAndCancel":
-            session_id = self._session(step)
-            request_id = self.send_prompt(session_id, text)
-            # As upstream's harness: cancel once the client has seen streamed message text,
-            # so those frames always precede the cancelled response.
-            if self.next_update(request_id, "agent_message_chunk") is None:
-                raise AgentError(
-                    "promptAndCancel: the prompt finished before any "
-                    "agent_message_chunk, so there was nothing to cancel"
-                )
-            self.notify("session/cancel", {"sessionId": session_id})
-            self.result(request_id)
-        elif step.op == "cancel":
-            self.notify("session/cancel", {"sessionId": self._session(step)})
-        else:
-            raise AgentError(f"needs op {step.op}: this runner does not drive it")
+        with self._as_agent_error():
+            self._step(step)
         self._no_stray_lines()
 
     def finish(self) -> int:
@@ -149,9 +108,89 @@ class AgentProcess(testing.AgentProcess):
         Raises:
             AgentError: the agent did not exit in time (it is killed) or wrote bad lines.
         """
-        code = super().finish()
+        with self._as_agent_error():
+            code = self.acp.finish()
         self._no_stray_lines()
         return code
+
+    def kill(self) -> None:
+        """Kill the process if it still runs and close its pipes (idempotent)."""
+        self.acp.kill()
+
+    def __enter__(self) -> AgentProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()
+
+    @contextlib.contextmanager
+    def _as_agent_error(self) -> Generator[None, None, None]:
+        try:
+            yield
+        except testing.ResponseError as exc:
+            raise AgentError(f"{exc}; stderr: {self.acp.stderr_tail()}") from None
+        except testing.AgentProcessError as exc:
+            raise AgentError(str(exc)) from None
+
+    def _session(self, step: Step) -> str:
+        if not self.session_ids:
+            raise AgentError(f"step {step.op} needs a session: add a newSession step before it")
+        return self.session_ids[-1]
+
+    def _no_stray_lines(self) -> None:
+        # A line that is not a JSON-RPC frame would corrupt a client reading the agent's stdout.
+        if self.acp.stray_lines:
+            raise AgentError(
+                f"the agent wrote a line to stdout that is not a JSON-RPC frame: "
+                f"{self.acp.stray_lines[0][:200]!r}"
+            )
+
+    def _step(self, step: Step) -> None:
+        acp = self.acp
+        text = step.text or ""
+        if step.op == "initialize":
+            # The harness's terminalOutput: the client says it renders terminal output.
+            meta = {"_meta": {"terminal_output": True}} if step.terminal_output else {}
+            acp.initialize(meta)
+        elif step.op == "newSession":
+            acp.new_session(self.cwd)
+        elif step.op == "newSessionExpectError":
+            extra: dict[str, Any] = {}
+            if step.additional_directories is not None:
+                extra["additionalDirectories"] = step.additional_directories
+            response = acp.response(acp.send_new_session(self.cwd, **extra))
+            if "error" not in response:
+                raise AgentError(
+                    f"newSessionExpectError: session/new succeeded but an error response "
+                    f"was expected: {json.dumps(response)}"
+                )
+        elif step.op == "loadSession":
+            acp.load_session(self._session(step), self.cwd)
+        elif step.op == "prompt":
+            acp.prompt(self._session(step), text)
+        elif step.op == "promptExpectError":
+            response = acp.response(acp.send_prompt(self._session(step), text))
+            if "error" not in response:
+                raise AgentError(
+                    f"promptExpectError: session/prompt succeeded but an error "
+                    f"response was expected: {json.dumps(response)}"
+                )
+        elif step.op == "promptAndCancel":
+            session_id = self._session(step)
+            request_id = acp.send_prompt(session_id, text)
+            # As upstream's harness: cancel once the client has seen streamed message text,
+            # so those frames always precede the cancelled response.
+            if acp.next_update(request_id, "agent_message_chunk") is None:
+                raise AgentError(
+                    "promptAndCancel: the prompt finished before any "
+                    "agent_message_chunk, so there was nothing to cancel"
+                )
+            acp.notify("session/cancel", {"sessionId": session_id})
+            acp.result(request_id)
+        elif step.op == "cancel":
+            acp.notify("session/cancel", {"sessionId": self._session(step)})
+        else:
+            raise AgentError(f"needs op {step.op}: this runner does not drive it")
 
 
 def base_env(extra: Mapping[str, str]) -> dict[str, str]:

@@ -1,11 +1,4 @@
-"""A driver for a real ``dsh-acp-agent`` subprocess, for tests and tools.
-
-``AgentProcess`` starts the agent, writes JSON-RPC requests to its stdin and keeps every frame it
-writes to stdout, in arrival order, for comparison. Lines on stdout that are not JSON-RPC frames
-are kept apart in :attr:`AgentProcess.stray_lines`: there must be none. Every wait has a timeout,
-so a stuck agent becomes an :class:`AgentProcessError` carrying the tail of its stderr instead of
-a hung test. The snapshot runner (``dsh_snapshot``) drives scenarios through a subclass.
-"""
+"""The driver of a real ``dsh-acp-agent`` subprocess (see :mod:`dsh_acp_agent.testing`)."""
 
 from __future__ import annotations
 
@@ -23,17 +16,9 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import Chunk, SessionLog, Usage, read_log_text
+from dsh_core import SessionLog, read_log_text
 
-__all__ = [
-    "AgentProcess",
-    "AgentProcessError",
-    "AgentRun",
-    "ResponseError",
-    "agent_environment",
-    "text_reply",
-    "tool_reply",
-]
+__all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
 
 JsonObject = dict[str, Any]
 
@@ -69,8 +54,9 @@ class AgentProcess:
     yet waited past. A request the agent sends to us (permissions, files) is refused with
     "method not found" at once: this client offers no such capability.
 
-    Subclasses change which exceptions are raised by overriding :meth:`_error` and
-    :meth:`_response_error`.
+    A misbehaving process raises :class:`AgentProcessError` and an error answer
+    :class:`ResponseError`; a tool that wants its own error types wraps the driver and
+    translates these two at its boundary (as ``dsh_snapshot`` does).
 
     Args:
         env: the complete environment of the process (see :func:`agent_environment`).
@@ -132,16 +118,6 @@ class AgentProcess:
         for reader in self._readers:
             reader.start()
 
-    # --- errors (a subclass may raise its own types) ----------------------------------------
-
-    def _error(self, message: str) -> Exception:
-        """The exception for a misbehaving process; ``message`` already ends with stderr."""
-        return AgentProcessError(message)
-
-    def _response_error(self, method: str, error: JsonObject) -> Exception:
-        """The exception for a JSON-RPC error answer to ``method``."""
-        return ResponseError(method, error)
-
     # --- writing ----------------------------------------------------------------------------
 
     def send(self, method: str, params: JsonObject) -> int:
@@ -159,7 +135,7 @@ class AgentProcess:
         try:
             self._write_line(message)
         except (OSError, ValueError) as exc:  # ValueError: stdin already closed by finish()
-            raise self._error(
+            raise AgentProcessError(
                 f"the agent closed its stdin ({exc}); stderr: {self.stderr_tail()}"
             ) from None
 
@@ -176,7 +152,7 @@ class AgentProcess:
         """Send a request and return its ``result``.
 
         Raises:
-            ResponseError: the agent answered with an error (see :meth:`_response_error`).
+            ResponseError: the agent answered with an error.
             AgentProcessError: no answer in time, or stdout closed first.
         """
         return self.result(self.send(method, params))
@@ -185,13 +161,13 @@ class AgentProcess:
         """Wait for the response to ``request_id``; return its ``result`` (``{}`` if not an object).
 
         Raises:
-            ResponseError: the response is an error (see :meth:`_response_error`).
+            ResponseError: the response is an error.
             AgentProcessError: no answer in time, or stdout closed first.
         """
         response = self.response(request_id)
         if "error" in response:
             method = self._methods.get(request_id, "request")
-            raise self._response_error(method, cast(JsonObject, response["error"]))
+            raise ResponseError(method, cast(JsonObject, response["error"]))
         result = response.get("result")
         return cast(JsonObject, result) if isinstance(result, dict) else {}
 
@@ -231,7 +207,7 @@ class AgentProcess:
     def _next_frame(self, waiting_for: str) -> JsonObject:
         wait = self.timeout if self.frames else max(self.timeout, self.start_timeout)
         if not self._wait_until(lambda: self._cursor < len(self.frames) or self._eof, wait):
-            raise self._error(
+            raise AgentProcessError(
                 f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self.stderr_tail()}"
             )
         with self._arrived:
@@ -244,7 +220,7 @@ class AgentProcess:
         self._readers[1].join(timeout=min(self.timeout, 5.0))
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=min(self.timeout, 5.0))
-        raise self._error(
+        raise AgentProcessError(
             f"the agent closed stdout (exit code {self.process.poll()}) while waiting for "
             f"{waiting_for}; stderr: {self.stderr_tail()}"
         )
@@ -271,7 +247,7 @@ class AgentProcess:
         result = self.result(self.send_new_session(cwd))
         session_id = result.get("sessionId")
         if not isinstance(session_id, str):
-            raise self._error(f"session/new returned no sessionId: {json.dumps(result)}")
+            raise AgentProcessError(f"session/new returned no sessionId: {json.dumps(result)}")
         self.session_ids.append(session_id)
         return session_id
 
@@ -317,12 +293,12 @@ class AgentProcess:
             seen = self._lines_read()
             if not self._wait_until(functools.partial(self._moved_on, seen), self.timeout):
                 self.kill()
-                raise self._error(failure + self.stderr_tail())
+                raise AgentProcessError(failure + self.stderr_tail())
         try:
             code = self.process.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise self._error(failure + self.stderr_tail()) from None
+            raise AgentProcessError(failure + self.stderr_tail()) from None
         for reader in self._readers:
             reader.join(timeout=self.timeout)
         return code
@@ -451,68 +427,3 @@ class AgentRun:
         """Every stored JSONL log, ordered by ``(createdAt, id)``."""
         found = [self.log(path.stem) for path in self.sessions_root.glob("*.jsonl")]
         return sorted(found, key=lambda log: (log.header.created_at, log.header.id))
-
-
-# --- scripted replies (one model call's chunks) ---------------------------------------------
-
-_USAGE: Usage = {"inputTokens": 10, "outputTokens": 5, "cacheReadTokens": 0, "reasoningTokens": 0}
-
-
-def text_reply(text: str, *, reasoning: str | None = None) -> list[Chunk]:
-    """The chunks of a reply that thinks ``reasoning`` (one delta per word) and says ``text``."""
-    chunks: list[Chunk] = []
-    index = 0
-    if reasoning is not None:
-        chunks.append({"type": "block-start", "index": index, "blockType": "reasoning"})
-        for word in _words(reasoning):
-            chunks.append({"type": "reasoning-delta", "index": index, "text": word})
-        chunks.append(
-            {"type": "block-end", "index": index, "block": {"type": "reasoning", "text": reasoning}}
-        )
-        index += 1
-    chunks.append({"type": "block-start", "index": index, "blockType": "text"})
-    for word in _words(text):
-        chunks.append({"type": "text-delta", "index": index, "text": word})
-    chunks.append({"type": "block-end", "index": index, "block": {"type": "text", "text": text}})
-    chunks.append({"type": "usage", "usage": _USAGE})
-    chunks.append({"type": "finish", "reason": {"kind": "stop"}})
-    return chunks
-
-
-def tool_reply(*calls: tuple[str, str, Mapping[str, Any]]) -> list[Chunk]:
-    """The chunks of a reply that calls tools: each call is ``(call id, tool name, arguments)``."""
-    chunks: list[Chunk] = []
-    for index, (call_id, name, arguments) in enumerate(calls):
-        raw = json.dumps(arguments)
-        half = len(raw) // 2
-        chunks.append({"type": "block-start", "index": index, "blockType": "tool-call"})
-        chunks.append(
-            {
-                "type": "tool-call-delta",
-                "index": index,
-                "id": call_id,
-                "name": name,
-                "argumentsDelta": raw[:half],
-            }
-        )
-        chunks.append(
-            {"type": "tool-call-delta", "index": index, "id": call_id, "argumentsDelta": raw[half:]}
-        )
-        chunks.append(
-            {
-                "type": "block-end",
-                "index": index,
-                "block": {"type": "tool-call", "id": call_id, "name": name, "arguments": raw},
-            }
-        )
-    chunks.append({"type": "usage", "usage": _USAGE})
-    chunks.append({"type": "finish", "reason": {"kind": "tool-calls"}})
-    return chunks
-
-
-def _words(text: str) -> list[str]:
-    """``text`` cut before each space, so the pieces join back to it exactly."""
-    pieces: list[str] = []
-    for k, word in enumerate(text.split(" ")):
-        pieces.append(word if k == 0 else " " + word)
-    return [piece for piece in pieces if piece]
