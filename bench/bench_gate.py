@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from dsh_snapshot import RunOptions, discover, run_scenario
+from dsh_snapshot import SnapshotSettings, discover, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
@@ -69,7 +69,7 @@ def run(quick: bool) -> str:
         times: list[float] = []
         ok = True
         for _ in range(repeats):
-            result = run_scenario(scenario, RunOptions())
+            result = run_scenario(scenario, SnapshotSettings())
             ok = ok and result.ok
             times.append(result.seconds)
         seconds = statistics.median(times)

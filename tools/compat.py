@@ -14,7 +14,8 @@ agent message text and stop reason.
 
 Exits 1 if a replayed June scenario differs or a log does not parse; head replay mismatches
 are reported in the table (and explained in COMPATIBILITY.md) but do not fail the run. A bug
-in one scenario's run costs that row, never the whole run.
+in one scenario's run costs that row, never the whole run. The runs are the snapshot engine's
+(``dsh_snapshot.run``); this script only loads, describes and tabulates.
 
 Usage: ``python tools/compat.py [--corpus DIR] [--jobs N] [--scripts]``
 """
@@ -25,10 +26,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -41,14 +40,7 @@ from dsh_llm_replay import (
     ThrowEntry,
     load_session_scripts,
 )
-from dsh_snapshot import (
-    UPSTREAM_ALLOWANCES,
-    RunOptions,
-    Scenario,
-    ScenarioResult,
-    load_scenario,
-    run_scenario,
-)
+from dsh_snapshot import UPSTREAM_ALLOWANCES, Scenario, SnapshotSettings, load_scenario, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,32 +89,17 @@ def describe_scripts(scripts: Sequence[SessionScript]) -> list[str]:
     return lines
 
 
-def as_object(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one."""
-    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
-
-
-def session_files(folder: Path) -> list[Path]:
-    """``session.jsonl`` then ``session.1.jsonl``, ``session.2.jsonl`` … as they exist."""
-    children = sorted(folder.glob("session.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
-    return [folder / "session.jsonl", *children]
-
-
-def _scripts_of(folder: Path) -> list[SessionScript]:
-    files = session_files(folder)
-    override = folder / "replay.override.json"
-    return load_session_scripts(files[0], files[1:], override if override.is_file() else None)
-
-
 def _load(folder: Path, era: str) -> tuple[Row, Scenario | None]:
     """The scenario's row with its scripts described, and the scenario if it can replay."""
     row = Row(folder.name, era)
     try:
-        scripts = _scripts_of(folder)
+        scenario = load_scenario(folder)
+        scripts = load_session_scripts(
+            scenario.primary_file, scenario.child_files, scenario.override_file
+        )
         row.sessions = len(scripts)
         row.calls = sum(len(s.entries) for s in scripts)
         row.scripts = describe_scripts(scripts)
-        scenario = load_scenario(folder)
         needs = scenario.needs()
     except (DshError, OSError, ValueError) as exc:
         row.ok, row.result = False, f"PARSE FAILURE: {exc}"
@@ -136,49 +113,38 @@ def _load(folder: Path, era: str) -> tuple[Row, Scenario | None]:
     return row, scenario
 
 
-def _run(scenario: Scenario, options: RunOptions) -> ScenarioResult:
-    """``run_scenario``, with a bug of ours reported as that scenario's failure."""
-    try:
-        return run_scenario(scenario, options)
-    except Exception as exc:
-        result = ScenarioResult(scenario, options)
-        result.failures.append(f"internal error: {exc!r}")
-        return result
+def _loaded(folder: Path, era: str) -> tuple[list[Row], list[tuple[Row, Scenario]]]:
+    pairs = [_load(p, era) for p in sorted(folder.iterdir()) if p.is_dir()]
+    return [row for row, _ in pairs], [(row, s) for row, s in pairs if s is not None]
 
 
 def june_rows(folder: Path, jobs: int) -> list[Row]:
     """Replay every June scenario we can on both backends and compare everything."""
-    pairs = [_load(p, "june") for p in sorted(folder.iterdir()) if p.is_dir()]
-    todo = [(row, s) for row, s in pairs if s is not None]
-    runs = [
-        (s, RunOptions(composition=c, allowances=UPSTREAM_ALLOWANCES))
-        for _, s in todo
-        for c in ("jsonl", "sqlite")
-    ]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(_run, [s for s, _ in runs], [o for _, o in runs]))
+    rows, todo = _loaded(folder, "june")
+    settings = SnapshotSettings(
+        compositions=("jsonl", "sqlite"), allowances=UPSTREAM_ALLOWANCES, jobs=jobs
+    )
+    results = run(settings, [s for _, s in todo])
     for row, scenario in todo:
         mine = [r for r in results if r.scenario is scenario]
         row.ok = all(r.ok for r in mine)
-        failures = [f"{r.options.composition}: {r.summary}" for r in mine if not r.ok]
+        failures = [f"{r.composition}: {r.summary}" for r in mine if not r.ok]
         row.result = "reproduced (jsonl, sqlite)" if row.ok else "; ".join(failures)
-    return [row for row, _ in pairs]
+    return rows
 
 
 def head_rows(folder: Path, jobs: int) -> list[Row]:
     """Parse every head log; replay the eligible scenarios and compare what the client saw."""
-    pairs = [_load(p, "head") for p in sorted(folder.iterdir()) if p.is_dir()]
-    todo = [(row, s) for row, s in pairs if s is not None]
-    options = RunOptions(check="messages")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(_run, [s for _, s in todo], [options] * len(todo)))
+    rows, todo = _loaded(folder, "head")
+    settings = SnapshotSettings(compositions=("jsonl",), check="messages", jobs=jobs)
+    results = run(settings, [s for _, s in todo])
     for (row, _), result in zip(todo, results, strict=True):
         row.result = (
             "replayed: same messages and stop reasons"
             if result.ok
             else f"replayed: DIFFERS — {result.summary}"
         )
-    return [row for row, _ in pairs]
+    return rows
 
 
 def print_table(console: Console, rows: Sequence[Row], show_scripts: bool) -> None:

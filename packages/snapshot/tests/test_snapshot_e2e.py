@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.testing import upstream_corpus
-from dsh_snapshot import Allowances, RunOptions, WarmAgents, load_scenario, run_scenario
+from dsh_snapshot import Allowances, SnapshotSettings, WarmAgents, load_scenario, run_scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def test_committed_scenario_replays_green_on_both_backends(
     folder = scenario_copy("tool-call-turn")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     for composition in ("jsonl", "sqlite"):
-        result = run_scenario(load_scenario(folder), RunOptions(composition=composition))
+        result = run_scenario(load_scenario(folder), SnapshotSettings(), composition)
         assert result.ok, result.failures
         assert (result.sessions, result.calls_replayed) == (1, 2)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # replay is read-only
@@ -63,14 +63,14 @@ def test_refresh_rewrites_outputs_and_is_byte_stable(
     original = stdout.read_bytes()
     log = (folder / "session.jsonl").read_bytes()
     stdout.write_text('{"jsonrpc":"2.0","id":1,"result":{}}\n')
-    result = run_scenario(load_scenario(folder), RunOptions(mode="refresh"))
+    result = run_scenario(load_scenario(folder), SnapshotSettings(mode="refresh"))
     assert result.ok, result.failures
     assert result.written == ["stdout.expected.jsonl"]
     assert stdout.read_bytes() == original
     assert (folder / "session.jsonl").read_bytes() == log
     assert not list(folder.glob(".*.tmp"))  # atomic writes leave no temp files behind
     (folder / "notes.txt").write_text("Authorization: Bearer abcdefghijklmnopqrstuvwxyz\n")
-    flagged = run_scenario(load_scenario(folder), RunOptions(mode="refresh"))
+    flagged = run_scenario(load_scenario(folder), SnapshotSettings(mode="refresh"))
     assert len(flagged.failures) == 1
     assert flagged.failures[0].startswith(
         f"key scan: {folder / 'notes.txt'}:1: looks like a bearer token (value masked: "
@@ -88,7 +88,7 @@ def test_scripted_record_reproduces_the_committed_recording(
     (folder / "session.1.jsonl").write_text("stale child\n")
     meta = folder / "snapshot.yml"
     meta.write_text(meta.read_text().replace("recording: scripted", "recording: live"))
-    result = run_scenario(load_scenario(folder), RunOptions(mode="record-scripted"))
+    result = run_scenario(load_scenario(folder), SnapshotSettings(mode="record-scripted"))
     assert result.ok, result.failures
     assert {n: (folder / n).read_bytes() for n in committed} == committed
     assert not (folder / "session.1.jsonl").exists()
@@ -103,7 +103,7 @@ def test_a_stuck_agent_is_a_clear_timeout_not_a_hang(
     steps = json.loads((folder / "input.json").read_text())
     steps["steps"][-1]["op"] = "prompt"  # the hang override never finishes a plain prompt
     (folder / "input.json").write_text(json.dumps(steps))
-    result = run_scenario(load_scenario(folder), RunOptions(timeout=3))
+    result = run_scenario(load_scenario(folder), SnapshotSettings(timeout=3))
     assert not result.ok
     assert result.failures[0].startswith(
         "AgentError: timed out after 3s waiting for the response to session/prompt (id 3)"
@@ -138,7 +138,7 @@ def test_upstream_folder_replays_with_only_the_documented_allowances() -> None:
     scenario = load_scenario(corpus / "june" / "subagent-spawn")
     assert scenario.meta is None
     assert run_scenario(scenario).ok  # upstream folder: UPSTREAM_ALLOWANCES by default
-    strict = run_scenario(scenario, RunOptions(allowances=Allowances()))
+    strict = run_scenario(scenario, SnapshotSettings(allowances=Allowances()))
     assert not strict.ok
     fields = {d.field for d in strict.differences}
     # Exactly the differences COMPATIBILITY.md lists, nothing else.

@@ -21,7 +21,7 @@ from dsh_core import CreateOptions, SessionMeta
 from dsh_llm_replay import ReplayModelClient
 from dsh_snapshot import (
     Normalizer,
-    RunOptions,
+    SnapshotSettings,
     harvest,
     load_scenario,
     normalize_log_text,
@@ -113,6 +113,6 @@ def test_jittered_subprocess_replays_pass() -> None:
     scenario = load_scenario(SCENARIO)
     assert scenario.loop == "current"
     for _ in range(SUBPROCESS_RUNS):
-        result = run_scenario(scenario, RunOptions(child_jitter_ms=JITTER_MS))
+        result = run_scenario(scenario, SnapshotSettings(child_jitter_ms=JITTER_MS))
         assert result.ok, result.failures
         assert result.sessions == 3

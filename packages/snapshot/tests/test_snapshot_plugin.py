@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,17 +23,16 @@ def _scenario(folder: Path) -> None:
     )
 
 
-def _collect(cwd: Path, *args: str) -> list[str]:
+def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a subprocess, rooted at ``cwd``."""
     (cwd / "pytest.ini").write_text("[pytest]\n")
-    proc = subprocess.run(
+    return subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
             "-p",
             "no:cacheprovider",
-            "--collect-only",
-            "-q",
             "-c",
             str(cwd / "pytest.ini"),
             "--rootdir",
@@ -43,6 +44,10 @@ def _collect(cwd: Path, *args: str) -> list[str]:
         text=True,
         check=False,
     )
+
+
+def _collect(cwd: Path, *args: str) -> list[str]:
+    proc = _pytest(cwd, "--collect-only", "-q", *args)
     assert proc.returncode in (0, 5), proc.stdout + proc.stderr
     return [line for line in proc.stdout.splitlines() if "::" in line]
 
@@ -125,3 +130,47 @@ def test_committed_gate_shards_cover_every_scenario_once() -> None:
     assert two
     assert sorted(one + two) == sorted(everything)
     assert len(set(one) & set(two)) == 0
+
+
+_SPY_CONFTEST = """
+    import json
+    from pathlib import Path
+
+    import dsh_snapshot._engine as engine
+
+    real = engine.run
+
+
+    def pytest_configure(config):
+        def spy(settings, scenarios=None, *rest):
+            record = {
+                "mode": settings.mode,
+                "compositions": list(settings.compositions),
+                "timeout": settings.timeout,
+                "cold": settings.cold,
+            }
+            with Path("engine-calls.jsonl").open("a") as calls:
+                calls.write(json.dumps(record) + "\\n")
+            return real(settings, scenarios, *rest)
+
+        engine.run = spy
+"""
+
+
+@pytest.mark.e2e
+def test_the_plugin_runs_each_item_through_the_engine(
+    scenario_copy: Callable[[str], Path], tmp_path: Path
+) -> None:
+    scenario_copy("text-turn")
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(_SPY_CONFTEST))
+    proc = _pytest(tmp_path, "--dsh-snapshots", "sdk", "--dsh-timeout", "30")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [
+        json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()
+    ]
+    assert sorted(c["compositions"][0] for c in calls) == ["jsonl", "sqlite"]
+    assert all(
+        (c["mode"], len(c["compositions"]), c["timeout"], c["cold"]) == ("replay", 1, 30.0, True)
+        for c in calls
+    )
+    assert "dsh-snapshot: 1 scenarios (2 runs)" in proc.stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsh_acp_agent import ForkServerError
-from dsh_snapshot import COLD_ENV, RunOptions, WarmAgents, load_scenario, run_many
+from dsh_snapshot import COLD_ENV, SnapshotSettings, WarmAgents, load_scenario, run
 from dsh_snapshot.cli import _parser  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.e2e
@@ -23,15 +23,15 @@ def test_warm_and_cold_runs_agree_on_both_backends(
     scenario_copy: Callable[[str], Path],
 ) -> None:
     scenarios = [load_scenario(scenario_copy(n)) for n in ("tool-call-turn", "subagent-spawn")]
-    warm = run_many(scenarios, RunOptions(), ["jsonl", "sqlite"], jobs=2)
-    cold = run_many(scenarios, RunOptions(cold=True), ["jsonl", "sqlite"], jobs=2)
+    warm = run(SnapshotSettings(jobs=2), scenarios)
+    cold = run(SnapshotSettings(jobs=2, cold=True), scenarios)
     assert len(warm) == len(cold) == 4
     for w, c in zip(warm, cold, strict=True):
         assert w.ok, w.failures
         assert c.ok, c.failures
-        assert (w.scenario.name, w.options.composition) == (c.scenario.name, c.options.composition)
+        assert (w.scenario.name, w.composition) == (c.scenario.name, c.composition)
         assert (w.logs, w.frames, w.sessions) == (c.logs, c.frames, c.sessions)
-        assert (w.options.cold, c.options.cold) == (False, True)
+        assert (w.settings.cold, c.settings.cold) == (False, True)
 
 
 def test_cold_is_a_flag_and_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:

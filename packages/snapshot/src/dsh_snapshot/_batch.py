@@ -1,52 +1,19 @@
-"""Running many scenarios (in parallel), the proof, and the result table."""
+"""The result table, the summary line, and the proof (two engine runs and their verdict)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from typing import cast
 
 from rich.console import Console
 from rich.table import Table
 
-from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
-from dsh_snapshot._scenario import BrokenScenario, Scenario
-from dsh_snapshot._warm import WarmAgents
+from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._engine import run
+from dsh_snapshot._runner import ScenarioResult
+from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._settings import SnapshotSettings
 
-__all__ = [
-    "print_broken",
-    "print_results",
-    "run_many",
-    "run_proof",
-    "summary_line",
-]
-
-
-def run_many(
-    scenarios: Sequence[Scenario],
-    options: RunOptions,
-    compositions: Sequence[Composition],
-    jobs: int,
-) -> list[ScenarioResult]:
-    """Run every (scenario, composition) pair; results in input order.
-
-    Threads suffice: each run's work happens in its own agent subprocess, forked from one warm
-    agent per worker unless ``options.cold``.
-    """
-    pairs = [
-        (s, replace(options, composition=cast(Composition, c)))
-        for s in scenarios
-        for c in s.compositions(compositions)
-    ]
-    jobs = min(jobs, max(len(pairs), 1))
-    with WarmAgents(jobs) as warm:
-        agents = None if options.cold else warm
-        if jobs <= 1:
-            return [run_scenario(s, o, agents) for s, o in pairs]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            runs = [s for s, _ in pairs], [o for _, o in pairs], [agents] * len(pairs)
-            return list(pool.map(run_scenario, *runs))
+__all__ = ["print_broken", "print_results", "run_proof", "summary_line"]
 
 
 def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScenario] = ()) -> str:
@@ -59,7 +26,7 @@ def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScena
     calls = sum(r.calls for r in items)
     passed = sum(1 for r in items if r.ok)
     lacking = sum(1 for r in items if r.needs)
-    verb = "replayed" if all(r.options.mode in ("replay", "refresh") for r in items) else "made"
+    verb = "replayed" if all(r.settings.replaying for r in items) else "made"
     failed = len(items) - passed - lacking + len(broken)
     line = (
         f"{len(names) + len(broken)} scenarios ({len(items)} runs), {sessions} sessions, "
@@ -106,8 +73,8 @@ def print_results(
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
             r.scenario.name,
-            r.options.composition,
-            r.options.mode,
+            r.composition,
+            r.mode,
             _verdict(r),
             str(r.sessions),
             str(r.calls),
@@ -121,7 +88,7 @@ def print_results(
     for r in results:
         if not r.ok:
             console.print(
-                f"{_verdict(r)} {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
+                f"{_verdict(r)} {r.scenario.name}[{r.composition}] ({r.scenario.path})",
                 highlight=False,
             )
             for failure in r.failures:
@@ -129,9 +96,7 @@ def print_results(
     console.print(summary_line(results, broken), highlight=False)
 
 
-def run_proof(
-    console: Console, scenarios: Sequence[Scenario], options: RunOptions, jobs: int
-) -> bool:
+def run_proof(console: Console, scenarios: Sequence[Scenario], settings: SnapshotSettings) -> bool:
     """Red-to-green: every fork scenario must fail with the seedLength slice off and pass with
     it on. Prints which assertion went red for each. Returns True when the proof holds."""
     forks = [s for s in scenarios if s.fork_children]
@@ -142,8 +107,9 @@ def run_proof(
             highlight=False,
         )
         return False
-    off = run_many(forks, replace(options, seed_slice=False), ["jsonl"], jobs)
-    on = run_many(forks, replace(options, seed_slice=True), ["jsonl"], jobs)
+    jsonl = {"mode": "replay", "compositions": ("jsonl",)}
+    off = run(settings.model_copy(update={**jsonl, "seed_slice": False}), forks)
+    on = run(settings.model_copy(update={**jsonl, "seed_slice": True}), forks)
     held = True
     console.print(
         "proof, slice OFF (DSH_REPLAY_SEED_SLICE=false): every fork scenario must go red",

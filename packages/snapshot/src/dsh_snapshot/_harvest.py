@@ -24,7 +24,7 @@ from dsh_snapshot._normalize import (
 from dsh_snapshot._scenario import Scenario
 
 if TYPE_CHECKING:
-    from dsh_snapshot._runner import Composition
+    from dsh_snapshot._settings import Composition
 
 __all__ = ["expected_fixtures", "harvest", "harvest_logs"]
 

@@ -3,17 +3,18 @@
 A live record first asks the endpoint which models it serves (one ``GET /models``): a rejected
 key, an empty balance, an unreachable endpoint or an unserved model stop the run there, in one
 line, before any scenario has started or anything is written. Each scenario is then recorded;
-a live recording that misses its ``expect:`` is recorded again, up to ``retries`` more times
-(tenacity), and a scenario that still misses fails with what was expected and what came, its
-committed fixtures untouched (the runner writes only a recording that meets them).
+a live recording that misses its ``expect:`` is recorded again by the engine
+(:func:`dsh_snapshot.run`), up to ``retries`` more times, and a scenario that still misses fails
+with what was expected and what came, its committed fixtures untouched (the runner writes only
+a recording that meets them).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,12 +28,13 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
-from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
 
 from dsh_snapshot._batch import summary_line
+from dsh_snapshot._engine import run, will_retry
 from dsh_snapshot._provenance import Usage
-from dsh_snapshot._runner import RunOptions, ScenarioResult, run_scenario
+from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._settings import SnapshotSettings
 
 __all__ = ["RecordRun", "RecordSettings", "preflight_problem", "print_record_summary", "record_all"]
 
@@ -76,48 +78,6 @@ def preflight_problem() -> str | None:
     return None
 
 
-def _record_one(
-    scenario: Scenario,
-    options: RunOptions,
-    retries: int,
-    on_attempt: Callable[[ScenarioResult], None],
-) -> RecordRun:
-    spent = Usage()
-    attempts = 0
-    seconds = 0.0
-
-    def attempt() -> ScenarioResult:
-        nonlocal spent, attempts, seconds
-        attempts += 1
-        result = run_scenario(scenario, options)
-        result.attempts = attempts
-        # An authored override's throw or hang is a call without a finish chunk in the log.
-        spent = spent + replace(result.usage, calls=result.calls)
-        seconds += result.seconds
-        on_attempt(result)
-        return result
-
-    def last(state: RetryCallState) -> ScenarioResult:
-        assert state.outcome is not None
-        result: ScenarioResult = state.outcome.result()
-        result.failures.append(
-            f"still missing its expectations after {result.attempts} recordings; "
-            f"the committed fixtures are untouched"
-        )
-        return result
-
-    # Only a live model answers differently when asked again; a scripted one never would.
-    live = options.mode == "record" and not scenario.authored
-    retrying = Retrying(
-        stop=stop_after_attempt(retries + 1 if live else 1),
-        retry=retry_if_result(lambda r: bool(r.missed)),
-        wait=wait_none(),
-        retry_error_callback=last,
-    )
-    result = retrying(attempt)
-    return RecordRun(result, spent, seconds)
-
-
 def _stats(usage: Usage) -> str:
     return (
         f"calls {usage.calls} · tokens in {usage.input:,} out {usage.output:,} · "
@@ -126,15 +86,15 @@ def _stats(usage: Usage) -> str:
 
 
 def record_all(
-    console: Console,
-    scenarios: Sequence[Scenario],
-    options: RunOptions,
-    retries: int,
-    jobs: int = 1,
+    console: Console, scenarios: Sequence[Scenario], settings: SnapshotSettings
 ) -> list[RecordRun]:
-    """Record every scenario (``jobs`` at a time), showing progress; runs in input order."""
+    """Record every scenario through the engine (``settings.jobs`` at a time, each live
+    recording retried up to ``settings.retries`` times), showing progress; runs in input
+    order."""
     total = Usage()
     done = 0
+    spent: dict[Path, Usage] = {}
+    seconds: dict[Path, float] = {}
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -147,44 +107,35 @@ def record_all(
         task = progress.add_task("recording", total=len(scenarios), stats=_stats(total))
 
         def on_attempt(result: ScenarioResult) -> None:
-            nonlocal total
-            total = total + replace(result.usage, calls=result.calls)
+            nonlocal total, done
+            # An authored override's throw or hang is a call without a finish chunk in the log.
+            cost = replace(result.usage, calls=result.calls)
+            path = result.scenario.path
+            total = total + cost
+            spent[path] = spent.get(path, Usage()) + cost
+            seconds[path] = seconds.get(path, 0.0) + result.seconds
             verdict = "ok" if result.ok else ("missed" if result.missed else "FAIL")
             progress.console.print(
                 f"[{done + 1}/{len(scenarios)}] {result.scenario.name}: {verdict} "
-                f"(attempt {result.attempts}) {_stats(replace(result.usage, calls=result.calls))}",
+                f"(attempt {result.attempts}) {_stats(cost)}",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
             )
             progress.update(task, stats=_stats(total))
-
-        def one(scenario: Scenario) -> RecordRun:
-            progress.update(task, description=f"recording {scenario.name}")
-            opts = replace(options, composition="jsonl")
-            return _record_one(scenario, opts, retries, on_attempt)
-
-        runs: dict[int, RecordRun] = {}
-        if jobs <= 1:
-            for index, scenario in enumerate(scenarios):
-                runs[index] = one(scenario)
+            if not will_retry(settings, result):
                 done += 1
                 progress.advance(task)
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(one, s): i for i, s in enumerate(scenarios)}
-                for future in as_completed(futures):
-                    runs[futures[future]] = future.result()
-                    done += 1
-                    progress.advance(task)
+
+        results = run(settings, scenarios, on_attempt)
         progress.update(task, description="recorded")
-    return [runs[i] for i in range(len(scenarios))]
+    return [RecordRun(r, spent[r.scenario.path], seconds[r.scenario.path]) for r in results]
 
 
 def _recording(result: ScenarioResult) -> str:
     if result.scenario.authored:
         return "authored"
-    return "scripted" if result.options.mode == "record-scripted" else "live"
+    return "scripted" if result.mode == "record-scripted" else "live"
 
 
 def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
@@ -205,8 +156,8 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
     ):
         table.add_column(column, overflow="fold")
     total = Usage()
-    for run in runs:
-        r, spent = run.result, run.spent
+    for one in runs:
+        r, spent = one.result, one.spent
         total = total + spent
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
@@ -218,8 +169,8 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
             f"{spent.output:,}",
             f"{spent.cache_read:,}",
             f"{spent.reasoning:,}",
-            str(run.retries),
-            f"{run.seconds:.2f}",
+            str(one.retries),
+            f"{one.seconds:.2f}",
             detail[:100],
         )
     table.add_row(
@@ -231,16 +182,16 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
         f"{total.output:,}",
         f"{total.cache_read:,}",
         f"{total.reasoning:,}",
-        str(sum(run.retries for run in runs)),
-        f"{sum(run.seconds for run in runs):.2f}",
+        str(sum(one.retries for one in runs)),
+        f"{sum(one.seconds for one in runs):.2f}",
         "",
         end_section=True,
     )
     console.print(table)
-    for run in runs:
-        r = run.result
+    for one in runs:
+        r = one.result
         if not r.ok:
             console.print(f"[red]FAIL[/red] {r.scenario.name} ({r.scenario.path})", highlight=False)
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
-    console.print(summary_line(run.result for run in runs), highlight=False)
+    console.print(summary_line(one.result for one in runs), highlight=False)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_core import DshError
@@ -45,57 +45,17 @@ from dsh_snapshot._provenance import (
 )
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
+from dsh_snapshot._settings import Composition, Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
-    "Check",
-    "Composition",
-    "Mode",
-    "RunOptions",
     "ScenarioResult",
     "harvest",
     "run_scenario",
     "write_fixtures",
 ]
 
-Mode = Literal["replay", "refresh", "record", "record-scripted"]
-Composition = Literal["jsonl", "sqlite"]
-Check = Literal["fixtures", "messages"]
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """How to run a scenario.
-
-    Attributes:
-        mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record`` (live
-            API, rewrite outputs) or ``record-scripted`` (scripted model server, rewrite outputs).
-        composition: which persistence backend the agent uses.
-        timeout: seconds any single wait for the agent may take.
-        seed_slice: ``False`` turns the replay client's seedLength slice off (the proof only).
-        api_key: the live key (``record`` only).
-        check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
-            compares only what a client saw per prompt (agent message text and stop reason),
-            for recordings made by an agent with features this one lacks.
-        allowances: deliberate differences from the fixtures to forgive; ``None`` means none
-            for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
-            ``snapshot.yml``), as COMPATIBILITY.md lists them.
-        child_jitter_ms: test-only, replay: each subagent child's model call first sleeps a
-            random 0..N ms (``DSH_REPLAY_CHILD_JITTER_MS``), to shuffle concurrent children.
-        cold: a batch starts every agent as a fresh interpreter instead of forking it from a
-            warm, pre-imported one (:class:`dsh_snapshot._warm.WarmAgents`).
-    """
-
-    mode: Mode = "replay"
-    composition: Composition = "jsonl"
-    timeout: float = 60.0
-    seed_slice: bool = True
-    api_key: str | None = None
-    check: Check = "fixtures"
-    allowances: Allowances | None = None
-    child_jitter_ms: int = 0
-    cold: bool = False
 
 
 @dataclass(slots=True)
@@ -103,7 +63,8 @@ class ScenarioResult:
     """What one run found."""
 
     scenario: Scenario
-    options: RunOptions
+    settings: SnapshotSettings
+    composition: Composition = "jsonl"
     ok: bool = False
     failures: list[str] = field(default_factory=list[str])
     differences: list[Difference] = field(default_factory=list[Difference])
@@ -117,6 +78,11 @@ class ScenarioResult:
     usage: Usage = field(default_factory=Usage)
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
+
+    @property
+    def mode(self) -> Mode:
+        """The mode the scenario ran in."""
+        return self.settings.mode
 
     @property
     def calls(self) -> int:
@@ -211,7 +177,7 @@ def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]
                 pipe.close()
 
 
-def replay_settings(scenario: Scenario, tmp: Path, options: RunOptions) -> ReplaySettings:
+def replay_settings(scenario: Scenario, tmp: Path, settings: SnapshotSettings) -> ReplaySettings:
     """The replay hand-off to the agent: the scenario's recording, where to write the report.
 
     Every field is given, so nothing the caller happens to have exported leaks in.
@@ -225,9 +191,9 @@ def replay_settings(scenario: Scenario, tmp: Path, options: RunOptions) -> Repla
         snapshot_file=primary,
         snapshot_override=scenario.override_file,
         child_files=scenario.child_files,
-        seed_slice=options.seed_slice,
+        seed_slice=settings.seed_slice,
         report=tmp / "replay-report.json",
-        child_jitter_ms=options.child_jitter_ms,
+        child_jitter_ms=settings.child_jitter_ms,
     )
 
 
@@ -302,30 +268,34 @@ def _compare(
 
 
 def run_scenario(
-    scenario: Scenario, options: RunOptions | None = None, agents: WarmAgents | None = None
+    scenario: Scenario,
+    settings: SnapshotSettings | None = None,
+    composition: Composition = "jsonl",
+    agents: WarmAgents | None = None,
 ) -> ScenarioResult:
-    """Run one scenario through the real agent and compare (or write) its fixtures.
+    """Run one scenario with one persistence backend through the real agent and compare (or
+    write) its fixtures; the unit of :func:`dsh_snapshot.run`.
 
     The agent is forked from one of ``agents`` when given, else started as a fresh interpreter.
     Never raises for a scenario problem: everything that went wrong is in the result.
     """
-    options = options or RunOptions()
-    result = ScenarioResult(scenario, options)
+    settings = settings or SnapshotSettings()
+    result = ScenarioResult(scenario, settings, composition)
     started = time.perf_counter()
     try:
         # Links are refused before any file of the scenario is read (SECURITY.md); then a
         # scenario that needs an op, a tool or a feature we lack is not run: it says so.
         check_scenario_links(scenario)
-        result.needs = scenario.needs(recordings=options.mode in ("replay", "refresh"))
+        result.needs = scenario.needs(recordings=settings.replaying)
         if result.needs:
             result.failures.append(f"needs {'; '.join(result.needs)}")
         else:
-            _run(scenario, options, result, agents)
+            _run(scenario, settings, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
     # onto a terminal or a CI log.
-    literals = [options.api_key] if options.api_key else []
+    literals = [settings.key] if settings.key else []
     result.failures = [redact(f, literals) for f in result.failures]
     result.seconds = time.perf_counter() - started
     result.ok = not result.failures
@@ -342,11 +312,14 @@ def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
 
 
 def _run(
-    scenario: Scenario, options: RunOptions, result: ScenarioResult, agents: WarmAgents | None
+    scenario: Scenario,
+    settings: SnapshotSettings,
+    result: ScenarioResult,
+    agents: WarmAgents | None,
 ) -> None:
     # A scenario arrives in a pull request: it is scanned before anything of it runs, in
     # every mode (SECURITY.md); run_scenario has already refused links leading out.
-    literals = [options.api_key] if options.api_key else []
+    literals = [settings.key] if settings.key else []
     allowlist = scenario.meta.secrets_allowlist if scenario.meta is not None else ()
     findings = scan_folder(scenario.path, allowlist, literals)
     if findings:
@@ -363,26 +336,26 @@ def _run(
         root.mkdir()
         env = {
             "DSH_SESSIONS_ROOT": str(root),
-            "DSH_PERSISTENCE": options.composition,
-            "DSH_LOOP_PROFILE": scenario.loop,
+            "DSH_PERSISTENCE": result.composition,
+            "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
-        replaying = options.mode in ("replay", "refresh") or scenario.authored
+        replaying = settings.replaying or scenario.authored
         # Recorded commands run confined; only a live recording may reach the network.
         env |= {
             "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
             "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
         }
-        replay = replay_settings(scenario, tmp, options) if replaying else None
+        replay = replay_settings(scenario, tmp, settings) if replaying else None
         with contextlib.ExitStack() as stack:
             if replay is not None:
                 env |= {"DSH_MODEL_CLIENT": "replay", **replay.to_env()}
-            elif options.mode == "record-scripted":
+            elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
                         f"{scenario.path}: record --scripted needs model.script.json "
                         f"(or a bare-array replay.override.json)"
                     )
-                base = stack.enter_context(_scripted_server(scenario.script_file, options.timeout))
+                base = stack.enter_context(_scripted_server(scenario.script_file, settings.timeout))
                 env |= {
                     "DSH_MODEL_CLIENT": "deepseek",
                     "DEEPSEEK_BASE_URL": base,
@@ -391,13 +364,13 @@ def _run(
                     "DEEPSEEK_SEND_SESSION_ID": "true",
                 }
             else:
-                if not options.api_key:
+                if not settings.key:
                     raise AgentError("record needs DEEPSEEK_API_KEY")
                 # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
                 env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
-                env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
+                env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": settings.key}
             server = stack.enter_context(agents.lease()) if agents is not None else None
-            agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
+            agent = AgentProcess(cwd, base_env(env), settings.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)
@@ -406,7 +379,7 @@ def _run(
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         # Each harvested log is parsed once: ordering, names and normalising share it.
-        parsed = harvest_logs(root, options.composition)
+        parsed = harvest_logs(root, result.composition)
         result.sessions = len(parsed)
         cwds, ids = logs_cwds_and_ids(parsed)
         norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
@@ -418,10 +391,10 @@ def _run(
         # "Replay not consumed" is an exit code the report check has just said better.
         if code != EXIT_OK and not (code == EXIT_REPLAY_NOT_CONSUMED and not consumed):
             result.failures.append(exit_failure)
-        if options.mode == "replay" and options.check == "messages":
+        if settings.mode == "replay" and settings.check == "messages":
             _compare_messages(scenario, frames, result)
-        elif options.mode == "replay":
-            allowances = options.allowances
+        elif settings.mode == "replay":
+            allowances = settings.allowances
             if allowances is None:
                 allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
             _compare(scenario, logs, frames, result, allowances)
@@ -432,7 +405,7 @@ def _run(
                     "authored"
                     if scenario.authored
                     else {"record": "live", "record-scripted": "scripted"}.get(
-                        options.mode, scenario.meta.recording
+                        settings.mode, scenario.meta.recording
                     )
                 )
             provenance = None

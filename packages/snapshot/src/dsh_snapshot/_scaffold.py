@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core import LoopProfile
+from dsh_snapshot._discover import scenario_folders
 from dsh_snapshot._scenario import (
     INPUT_FILE,
     META_FILE,
     SCRIPT_FILE,
     ScenarioError,
     is_upstream_recording,
-    scenario_folders,
 )
 
 __all__ = ["add_new_parser", "mark_scripted", "meta_text", "run_new", "scaffold_scenario"]

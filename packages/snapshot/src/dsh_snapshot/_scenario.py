@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -29,7 +29,6 @@ from dsh_snapshot._steps import InputDocument
 __all__ = [
     "INPUT_FILE",
     "AllowEntry",
-    "BrokenScenario",
     "META_FILE",
     "SCRIPT_FILE",
     "Scenario",
@@ -37,13 +36,9 @@ __all__ = [
     "SnapshotMeta",
     "Step",
     "detect_loop_profile",
-    "discover",
-    "discover_each",
     "is_upstream_recording",
     "load_scenario",
     "path_problem",
-    "scenario_folders",
-    "scenario_root",
     "step_paths",
 ]
 
@@ -451,79 +446,3 @@ def load_scenario(folder: Path) -> Scenario:
     )
     profile = meta.profile if meta is not None else folder.parent.name
     return Scenario(folder, f"{profile}/{folder.name}", meta, steps, stdout, _session_files(folder))
-
-
-def scenario_folders(folder: Path) -> Iterator[Path]:
-    """Every folder holding ``input.json`` at or below ``folder`` (never inside one)."""
-    if (folder / INPUT_FILE).is_file():
-        yield folder
-        return  # a scenario's workspace/ may hold anything; never look inside
-    for entry in sorted(folder.iterdir()):
-        if entry.is_dir() and not entry.name.startswith("."):
-            yield from scenario_folders(entry)
-
-
-def discover(paths: Iterable[Path]) -> list[Scenario]:
-    """Every scenario folder at or below the given paths, sorted by name, without duplicates.
-
-    Raises:
-        ScenarioError: a path does not exist, or a scenario folder is malformed.
-    """
-    scenarios, broken = discover_each(paths)
-    if broken:
-        raise broken[0].error
-    return scenarios
-
-
-def scenario_root(path: Path) -> Path:
-    """The folder a given path stands for: itself, or the scenario folder holding a file.
-
-    ``replay snapshots/sdk/x/input.json`` means the scenario ``snapshots/sdk/x``.
-
-    Raises:
-        ScenarioError: the path does not exist, or is a file outside any scenario folder.
-    """
-    if path.is_dir():
-        return path.resolve()
-    if path.is_file() and (path.parent / INPUT_FILE).is_file():
-        return path.parent.resolve()
-    if path.is_file():
-        raise ScenarioError(path, None, "a file outside any scenario folder (no input.json)")
-    raise ScenarioError(path, None, "no such scenario folder")
-
-
-@dataclass(frozen=True)
-class BrokenScenario:
-    """A scenario folder that failed to load: reported as one failed row, never run.
-
-    Attributes:
-        path: the scenario folder.
-        error: what is wrong, naming the file and field.
-    """
-
-    path: Path
-    error: ScenarioError
-
-    @property
-    def name(self) -> str:
-        """``profile/name`` as far as the folder tells (its snapshot.yml may be the broken part)."""
-        return f"{self.path.parent.name}/{self.path.name}"
-
-
-def discover_each(paths: Iterable[Path]) -> tuple[list[Scenario], list[BrokenScenario]]:
-    """Like :func:`discover`, but a malformed scenario folder is returned as its error instead of
-    raised, so a batch can report it as one failed row and go on with the others.
-
-    Raises:
-        ScenarioError: a given path does not exist (nothing to run at all).
-    """
-    seen: dict[Path, Scenario | BrokenScenario] = {}
-    for folder in [f for path in paths for f in scenario_folders(scenario_root(path))]:
-        if folder not in seen:
-            try:
-                seen[folder] = load_scenario(folder)
-            except ScenarioError as exc:
-                seen[folder] = BrokenScenario(folder, exc)
-    scenarios = [s for s in seen.values() if isinstance(s, Scenario)]
-    broken = [b for b in seen.values() if isinstance(b, BrokenScenario)]
-    return sorted(scenarios, key=lambda s: (s.name, str(s.path))), broken

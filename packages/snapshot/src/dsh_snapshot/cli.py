@@ -17,16 +17,19 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
 
+from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
+from dsh_snapshot._batch import print_broken, print_results, run_proof
+from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
-from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
-from dsh_snapshot._scenario import BrokenScenario, Scenario, ScenarioError, discover_each
+from dsh_snapshot._scenario import Scenario, ScenarioError
+from dsh_snapshot._settings import Composition, SnapshotSettings
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
@@ -230,10 +233,8 @@ def _list(
     return _EXIT_FAILED if stale else 0
 
 
-def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Namespace) -> int:
-    scripted = cast(bool, args.scripted)
-    api_key = None
-    if not scripted:
+def _record(console: Console, scenarios: Sequence[Scenario], settings: SnapshotSettings) -> int:
+    if settings.mode == "record":
         api_key = record_key()
         if api_key is None:
             print(
@@ -250,28 +251,34 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
                 soft_wrap=True,
             )
             return _EXIT_FAILED
-    retries = cast(int | None, args.retries)
-    options = RunOptions(
-        mode="record-scripted" if scripted else "record",
-        timeout=cast(float, args.timeout),
-        api_key=api_key,
-    )
-    runs = record_all(
-        console,
-        scenarios,
-        options,
-        RecordSettings().retries if retries is None else max(retries, 0),
-        cast(int, args.jobs),
-    )
+        settings = settings.model_copy(update={"api_key": SecretStr(api_key)})
+    runs = record_all(console, scenarios, settings)
     print_record_summary(console, runs)
     return 0 if all(r.result.ok for r in runs) else 1
 
 
-def _selected(scenarios: list[Scenario], names: list[str] | None) -> list[Scenario]:
-    if not names:
-        return scenarios
-    wanted = [n.casefold() for n in names]
-    return [s for s in scenarios if any(w in s.name.casefold() for w in wanted)]
+def _settings(args: argparse.Namespace) -> SnapshotSettings:
+    """The engine's settings from the command line (the CLI is a front end over the engine)."""
+    command = cast(str, args.command)
+    fields: dict[str, Any] = {
+        "paths": tuple(cast(list[Path], args.paths)),
+        "names": tuple(cast(list[str] | None, args.names) or ()),
+    }
+    if command != "list":
+        fields |= {
+            "jobs": cast(int, args.jobs),
+            "timeout": cast(float, args.timeout),
+            "cold": cast(bool, args.cold),
+        }
+    if command == "replay":
+        fields["compositions"] = tuple(cast(list[Composition], args.composition))
+    elif command == "refresh":
+        fields["mode"] = "refresh"
+    elif command == "record":
+        fields["mode"] = "record-scripted" if cast(bool, args.scripted) else "record"
+        retries = cast(int | None, args.retries)
+        fields["retries"] = RecordSettings().retries if retries is None else retries
+    return SnapshotSettings(**fields)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,58 +288,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))
-    paths = cast(list[Path], args.paths)
-    if command == "record" and cast(bool, args.scripted):
-        mark_scripted(paths)  # record --scripted makes a folder ours
+    settings = _settings(args)
+    if settings.mode == "record-scripted":
+        mark_scripted(list(settings.paths))  # record --scripted makes a folder ours
     try:
-        scenarios, broken = discover_each(paths)
+        selection = select(settings)
     except ScenarioError as exc:
         console.print(f"dsh-snapshot: {exc}", highlight=False, markup=False)
         return _EXIT_USAGE
-    names = cast(list[str] | None, args.names)
-    scenarios = _selected(scenarios, names)
-    if names:
-        broken = [b for b in broken if any(n.casefold() in b.name.casefold() for n in names)]
+    scenarios, broken = selection.scenarios, selection.broken
     if not scenarios and not broken:
-        chosen = f" matching -k {' or '.join(names)}" if names else ""
+        chosen = f" matching -k {' or '.join(settings.names)}" if settings.names else ""
         console.print(
             f"dsh-snapshot: no scenarios{chosen} (folders holding input.json) under "
-            + ", ".join(str(p) for p in paths),
+            + ", ".join(str(p) for p in settings.paths),
             highlight=False,
             markup=False,
         )
         return _EXIT_FAILED
     if command == "list":
         return _list(console, scenarios, broken, cast(int | None, args.max_age))
-    status = _run(console, command, scenarios, broken, args)
+    status = _run(console, command, settings, selection)
     return _EXIT_USAGE if broken else status
 
 
-def _run(
-    console: Console,
-    command: str,
-    scenarios: list[Scenario],
-    broken: list[BrokenScenario],
-    ns: argparse.Namespace,
-) -> int:
+def _run(console: Console, command: str, settings: SnapshotSettings, selection: Selection) -> int:
     """Run the batch; malformed scenarios are failed rows of its report, never run."""
-    jobs = cast(int, ns.jobs)
-    timeout = cast(float, ns.timeout)
-    cold = cast(bool, ns.cold)
     if command == "proof":
-        proof = RunOptions(timeout=timeout, cold=cold)
-        print_broken(console, broken)
-        return 0 if run_proof(console, scenarios, proof, jobs) else _EXIT_FAILED
+        print_broken(console, selection.broken)
+        return 0 if run_proof(console, selection.scenarios, settings) else _EXIT_FAILED
     if command == "record":
-        print_broken(console, broken)
-        return _record(console, scenarios, ns)
-    mode: Mode = cast(Mode, command)
-    compositions: list[Composition] = ["jsonl"]
-    if command == "replay":
-        compositions = cast(list[Composition], ns.composition)
-    options = RunOptions(mode=mode, timeout=timeout, cold=cold)
-    results = run_many(scenarios, options, compositions, jobs)
-    print_results(console, results, f"dsh-snapshot {command}", broken)
+        print_broken(console, selection.broken)
+        return _record(console, selection.scenarios, settings)
+    results = run(settings, selection.scenarios)
+    print_results(console, results, f"dsh-snapshot {command}", selection.broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 

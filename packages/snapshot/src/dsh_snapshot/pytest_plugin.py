@@ -142,9 +142,9 @@ class ScenarioItem(pytest.Item):
         self.mode = mode
 
     def runtest(self) -> None:
-        from dsh_snapshot._runner import RunOptions, run_scenario  # noqa: PLC0415 - keep the plugin inert and cheap
+        from dsh_snapshot._engine import run  # noqa: PLC0415 - keep the plugin inert and cheap
+        from dsh_snapshot._settings import SnapshotSettings  # noqa: PLC0415 - ditto
 
-        options_mode = self.mode
         api_key = None
         if self.mode == "record":
             from dsh_snapshot.cli import record_key  # noqa: PLC0415 - keep the plugin inert and cheap
@@ -153,15 +153,18 @@ class ScenarioItem(pytest.Item):
             if api_key is None:
                 pytest.skip("record: no DEEPSEEK_API_KEY in the environment or ./.env")
             _preflight_once()
-        result = run_scenario(
-            self.scenario,
-            RunOptions(
-                mode=options_mode,  # pyright: ignore[reportArgumentType]
-                composition=self.composition,  # pyright: ignore[reportArgumentType]
-                timeout=float(str(self.config.getoption("dsh_timeout"))),
-                api_key=api_key,
-            ),
+        # One item is one engine run of one scenario with one backend; pytest-xdist is the
+        # parallelism, so the engine runs it cold (no warm fork server per item).
+        settings = SnapshotSettings.model_validate(
+            {
+                "mode": self.mode,
+                "compositions": (self.composition,),
+                "timeout": float(str(self.config.getoption("dsh_timeout"))),
+                "cold": True,
+                "api_key": api_key,
+            }
         )
+        [result] = run(settings, [self.scenario])
         if result.needs and self.scenario.meta is None:
             # An upstream recording of a feature we lack: not ours to fail, but said plainly.
             pytest.skip(result.summary)

@@ -1,0 +1,147 @@
+"""The one snapshot engine: :class:`SnapshotSettings` in, one result per run out.
+
+The ``dsh-snapshot`` CLI, the pytest plugin and ``tools/compat.py`` are front ends: each builds
+a :class:`SnapshotSettings` and calls :func:`run` (the CLI and compat let :func:`select` find the
+scenarios first, to report malformed ones and to describe them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import cast
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
+
+from dsh_snapshot._discover import BrokenScenario, discover_each
+from dsh_snapshot._runner import ScenarioResult, run_scenario
+from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._settings import Composition, SnapshotSettings
+from dsh_snapshot._warm import WarmAgents
+
+__all__ = ["Selection", "run", "select", "will_retry"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The scenarios :func:`select` found: the loadable ones, and the malformed ones (each
+    reported as one failed row, never run)."""
+
+    scenarios: list[Scenario]
+    broken: list[BrokenScenario]
+
+
+def _chosen(name: str, names: Sequence[str]) -> bool:
+    return not names or any(n.casefold() in name.casefold() for n in names)
+
+
+def select(settings: SnapshotSettings) -> Selection:
+    """Every scenario at or below ``settings.paths`` whose name matches ``settings.names``.
+
+    Raises:
+        ScenarioError: a path does not exist (nothing to run at all).
+    """
+    scenarios, broken = discover_each(settings.paths)
+    return Selection(
+        [s for s in scenarios if _chosen(s.name, settings.names)],
+        [b for b in broken if _chosen(b.name, settings.names)],
+    )
+
+
+def _run_one(
+    scenario: Scenario,
+    settings: SnapshotSettings,
+    composition: Composition,
+    agents: WarmAgents | None,
+) -> ScenarioResult:
+    """:func:`run_scenario`, with a bug of ours costing that one run, never the batch."""
+    try:
+        return run_scenario(scenario, settings, composition, agents)
+    except Exception as exc:
+        result = ScenarioResult(scenario, settings, composition)
+        result.failures.append(f"internal error: {exc!r}")
+        return result
+
+
+def _max_attempts(settings: SnapshotSettings, scenario: Scenario) -> int:
+    # Only a live model answers differently when asked again; a scripted one never would.
+    live = settings.mode == "record" and not scenario.authored
+    return settings.retries + 1 if live else 1
+
+
+def will_retry(settings: SnapshotSettings, result: ScenarioResult) -> bool:
+    """Whether :func:`run` records ``result``'s scenario again: a live recording that missed
+    its ``expect:``, with retries left."""
+    return bool(result.missed) and result.attempts < _max_attempts(settings, result.scenario)
+
+
+def _attempts(
+    scenario: Scenario,
+    settings: SnapshotSettings,
+    composition: Composition,
+    agents: WarmAgents | None,
+    on_result: Callable[[ScenarioResult], None] | None,
+) -> ScenarioResult:
+    """Run one pair, again while :func:`will_retry` says so; the last attempt's result."""
+    attempts = 0
+
+    def attempt() -> ScenarioResult:
+        nonlocal attempts
+        attempts += 1
+        result = _run_one(scenario, settings, composition, agents)
+        result.attempts = attempts
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    def last(state: RetryCallState) -> ScenarioResult:
+        assert state.outcome is not None
+        result: ScenarioResult = state.outcome.result()
+        result.failures.append(
+            f"still missing its expectations after {result.attempts} recordings; "
+            f"the committed fixtures are untouched"
+        )
+        return result
+
+    retrying = Retrying(
+        stop=stop_after_attempt(_max_attempts(settings, scenario)),
+        retry=retry_if_result(lambda r: bool(r.missed)),
+        wait=wait_none(),
+        retry_error_callback=last,
+    )
+    return retrying(attempt)
+
+
+def run(
+    settings: SnapshotSettings,
+    scenarios: Sequence[Scenario] | None = None,
+    on_result: Callable[[ScenarioResult], None] | None = None,
+) -> list[ScenarioResult]:
+    """Run every (scenario, composition) pair the settings ask for; results in input order.
+
+    Args:
+        settings: what to run and how.
+        scenarios: the scenarios to run; ``None`` runs ``select(settings).scenarios``
+            (malformed ones are skipped: :func:`select` them first to report them).
+        on_result: called with every attempt's result as it finishes (from worker threads),
+            for progress; a retried recording calls it once per attempt.
+
+    Threads suffice: each run's work happens in its own agent subprocess, forked from one warm
+    agent per worker unless ``settings.cold``.
+    """
+    if scenarios is None:
+        scenarios = select(settings).scenarios
+    pairs: list[tuple[Scenario, Composition]] = [
+        (scenario, cast(Composition, composition))
+        for scenario in scenarios
+        for composition in scenario.compositions(settings.run_compositions)
+    ]
+    jobs = min(settings.jobs, max(len(pairs), 1))
+    with WarmAgents(jobs) as warm:
+        agents = None if settings.cold else warm
+        if jobs <= 1:
+            return [_attempts(s, settings, c, agents, on_result) for s, c in pairs]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_attempts, s, settings, c, agents, on_result) for s, c in pairs]
+            return [f.result() for f in futures]

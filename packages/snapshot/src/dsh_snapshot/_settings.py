@@ -1,0 +1,83 @@
+"""The one settings object of a snapshot run, whichever front end (CLI, pytest plugin, compat)
+builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from dsh_core import LoopProfile
+from dsh_snapshot._compat import Allowances
+
+__all__ = ["Check", "Composition", "Mode", "SnapshotSettings"]
+
+Mode = Literal["replay", "refresh", "record", "record-scripted"]
+Composition = Literal["jsonl", "sqlite"]
+Check = Literal["fixtures", "messages"]
+
+
+class SnapshotSettings(BaseModel):
+    """What to run and how: the input of :func:`dsh_snapshot.run`.
+
+    Attributes:
+        paths: scenario folders, files inside one, or folders holding them.
+        names: ``-k``: only scenarios whose ``profile/name`` contains one of these,
+            case-insensitive (empty: all).
+        mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record``
+            (live API, rewrite outputs) or ``record-scripted`` (scripted model server).
+        compositions: the persistence backends each scenario runs with, unless its
+            ``snapshot.yml`` pins one; the writing modes run the first only (outputs are
+            written once).
+        jobs: runs at a time.
+        cold: start every agent as a fresh interpreter instead of forking it from a warm,
+            pre-imported one per worker (:class:`dsh_snapshot.WarmAgents`).
+        timeout: seconds any single wait for the agent may take.
+        loop: the agent loop profile to run every scenario with; ``None`` takes each
+            scenario's own (``snapshot.yml``, or an upstream folder's detected era).
+        check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
+            compares only what a client saw per prompt (agent message text and stop reason),
+            for recordings made by an agent with features this one lacks.
+        allowances: deliberate differences from the fixtures to forgive; ``None`` means none
+            for our scenarios and ``UPSTREAM_ALLOWANCES`` for upstream folders (no
+            ``snapshot.yml``), as COMPATIBILITY.md lists them.
+        seed_slice: ``False`` turns the replay client's seedLength slice off (the proof only).
+        api_key: the live key (``record`` only); never printed.
+        child_jitter_ms: test-only, replay: each subagent child's model call first sleeps a
+            random 0..N ms, to shuffle concurrent children.
+        retries: ``record``: how many more times a live recording that misses its
+            ``expect:`` is made before the scenario fails.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    paths: tuple[Path, ...] = ()
+    names: tuple[str, ...] = ()
+    mode: Mode = "replay"
+    compositions: tuple[Composition, ...] = Field(default=("jsonl", "sqlite"), min_length=1)
+    jobs: int = Field(default=1, ge=1)
+    cold: bool = False
+    timeout: float = Field(default=60.0, gt=0)
+    loop: LoopProfile | None = None
+    check: Check = "fixtures"
+    allowances: Allowances | None = None
+    seed_slice: bool = True
+    api_key: SecretStr | None = None
+    child_jitter_ms: int = Field(default=0, ge=0)
+    retries: int = Field(default=0, ge=0)
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the model answers from the committed recordings (``replay``, ``refresh``)."""
+        return self.mode in ("replay", "refresh")
+
+    @property
+    def run_compositions(self) -> tuple[Composition, ...]:
+        """The backends to run: all in ``replay``; only the first where outputs are written."""
+        return self.compositions if self.mode == "replay" else self.compositions[:1]
+
+    @property
+    def key(self) -> str | None:
+        """The live key's value (``record`` only), or ``None``."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
