@@ -184,3 +184,24 @@ def test_the_cli_refresh_and_proof_go_through_the_engine(
         ("replay", True, ("jsonl",)),
     ]
     assert "proof holds" in capsys.readouterr().out
+
+
+def test_a_refresh_keeps_a_live_recordings_provenance(
+    scenario_copy: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh replays what was recorded live: the model and the day of that recording stay,
+    whatever the local settings and today's date are (else a refresh on a later day would
+    rewrite a committed file)."""
+    folder = scenario_copy("text-turn")
+    meta = folder / "snapshot.yml"
+    meta.write_text(
+        meta.read_text().replace("recording: scripted", "recording: live")
+        + "provenance:\n  provider: deepseek\n  model: deepseek-old\n  dshVersion: 0.0.1\n"
+        "  recordedAt: '2020-01-02'\n  tokens:\n    calls: 1\n    input: 10\n    output: 5\n"
+        "    cacheRead: 0\n    reasoning: 0\n"
+    )
+    before = meta.read_bytes()
+    monkeypatch.setenv("DEEPSEEK_MODEL", "deepseek-new")
+    [result] = run(SnapshotSettings(mode="refresh"), [load_scenario(folder)])
+    assert result.ok, result.failures
+    assert meta.read_bytes() == before

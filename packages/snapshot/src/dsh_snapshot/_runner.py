@@ -409,10 +409,14 @@ def _run(
                     )
                 )
             provenance = None
-            if recording == "live":
+            if recording == "live" and settings.mode == "record":
                 from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
 
                 provenance = live_provenance(DeepSeekSettings(), result.usage)
+            elif recording == "live" and scenario.meta is not None:
+                # A refresh replays the live recording: it is still the one made then, with
+                # that model on that day, whatever the local DEEPSEEK_* settings or date say.
+                provenance = scenario.meta.provenance
             result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
