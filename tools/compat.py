@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dsh_core import DshError
+from dsh_core.plugins import store_backend_names
 from dsh_llm_replay import (
     HangEntry,
     ReplayEntry,
@@ -147,21 +148,23 @@ def _run(scenario: Scenario, options: RunOptions) -> ScenarioResult:
 
 
 def june_rows(folder: Path, jobs: int) -> list[Row]:
-    """Replay every June scenario we can on both backends and compare everything."""
+    """Replay every June scenario we can on every installed store backend and compare
+    everything."""
     pairs = [_load(p, "june") for p in sorted(folder.iterdir()) if p.is_dir()]
     todo = [(row, s) for row, s in pairs if s is not None]
+    backends = store_backend_names()
     runs = [
-        (s, RunOptions(composition=c, allowances=UPSTREAM_ALLOWANCES))
+        (s, RunOptions(persistence=backend, allowances=UPSTREAM_ALLOWANCES))
         for _, s in todo
-        for c in ("jsonl", "sqlite")
+        for backend in backends
     ]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(_run, [s for s, _ in runs], [o for _, o in runs]))
     for row, scenario in todo:
         mine = [r for r in results if r.scenario is scenario]
         row.ok = all(r.ok for r in mine)
-        failures = [f"{r.options.composition}: {r.summary}" for r in mine if not r.ok]
-        row.result = "reproduced (jsonl, sqlite)" if row.ok else "; ".join(failures)
+        failures = [f"{r.options.persistence}: {r.summary}" for r in mine if not r.ok]
+        row.result = f"reproduced ({', '.join(backends)})" if row.ok else "; ".join(failures)
     return [row for row, _ in pairs]
 
 

@@ -29,7 +29,7 @@ def test_warm_and_cold_runs_agree_on_both_backends(
     for w, c in zip(warm, cold, strict=True):
         assert w.ok, w.failures
         assert c.ok, c.failures
-        assert (w.scenario.name, w.options.composition) == (c.scenario.name, c.options.composition)
+        assert (w.scenario.name, w.options.persistence) == (c.scenario.name, c.options.persistence)
         assert (w.logs, w.frames, w.sessions) == (c.logs, c.frames, c.sessions)
         assert (w.options.cold, c.options.cold) == (False, True)
 

@@ -29,7 +29,6 @@ from dsh_snapshot._normalize import (
 from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
 from dsh_snapshot._runner import (
     Check,
-    Composition,
     Mode,
     RunOptions,
     ScenarioResult,
@@ -64,7 +63,6 @@ __all__ = [
     "AgentError",
     "AgentProcess",
     "Check",
-    "Composition",
     "Mode",
     "RunOptions",
     "ScenarioResult",

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import cast
 
 from rich.console import Console
 from rich.table import Table
 
-from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
+from dsh_snapshot._runner import RunOptions, ScenarioResult, run_scenario
 from dsh_snapshot._scenario import BrokenScenario, Scenario
 from dsh_snapshot._warm import WarmAgents
 
@@ -26,18 +25,18 @@ __all__ = [
 def run_many(
     scenarios: Sequence[Scenario],
     options: RunOptions,
-    compositions: Sequence[Composition],
+    persistences: Sequence[str],
     jobs: int,
 ) -> list[ScenarioResult]:
-    """Run every (scenario, composition) pair; results in input order.
+    """Run every (scenario, store backend) pair; results in input order.
 
     Threads suffice: each run's work happens in its own agent subprocess, forked from one warm
     agent per worker unless ``options.cold``.
     """
     pairs = [
-        (s, replace(options, composition=cast(Composition, c)))
+        (s, replace(options, persistence=backend))
         for s in scenarios
-        for c in s.compositions(compositions)
+        for backend in s.persistences(persistences)
     ]
     jobs = min(jobs, max(len(pairs), 1))
     with WarmAgents(jobs) as warm:
@@ -93,7 +92,7 @@ def print_results(
     table = Table(title=title)
     for column in (
         "scenario",
-        "composition",
+        "persistence",
         "mode",
         "result",
         "sessions",
@@ -106,7 +105,7 @@ def print_results(
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
             r.scenario.name,
-            r.options.composition,
+            r.options.persistence,
             r.options.mode,
             _verdict(r),
             str(r.sessions),
@@ -121,7 +120,7 @@ def print_results(
     for r in results:
         if not r.ok:
             console.print(
-                f"{_verdict(r)} {r.scenario.name}[{r.options.composition}] ({r.scenario.path})",
+                f"{_verdict(r)} {r.scenario.name}[{r.options.persistence}] ({r.scenario.path})",
                 highlight=False,
             )
             for failure in r.failures:
@@ -142,8 +141,8 @@ def run_proof(
             highlight=False,
         )
         return False
-    off = run_many(forks, replace(options, seed_slice=False), ["jsonl"], jobs)
-    on = run_many(forks, replace(options, seed_slice=True), ["jsonl"], jobs)
+    off = run_many(forks, replace(options, seed_slice=False), [options.persistence], jobs)
+    on = run_many(forks, replace(options, seed_slice=True), [options.persistence], jobs)
     held = True
     console.print(
         "proof, slice OFF (DSH_REPLAY_SEED_SLICE=false): every fork scenario must go red",

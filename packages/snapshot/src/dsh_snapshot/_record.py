@@ -10,7 +10,6 @@ committed fixtures untouched (the runner writes only a recording that meets them
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -29,7 +28,10 @@ from rich.progress import (
 from rich.table import Table
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
 
+from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_snapshot._batch import summary_line
+from dsh_snapshot._live import live_provider
+from dsh_snapshot._live import preflight_problem as provider_preflight
 from dsh_snapshot._provenance import Usage
 from dsh_snapshot._runner import RunOptions, ScenarioResult, run_scenario
 from dsh_snapshot._scenario import Scenario
@@ -65,15 +67,9 @@ class RecordRun:
 
 
 def preflight_problem() -> str | None:
-    """Run the endpoint preflight with the ``DEEPSEEK_*`` settings; the one-line reason to stop,
-    or ``None`` when the endpoint serves the configured model."""
-    from dsh_llm_deepseek import DeepSeekSettings, PreflightError, preflight  # noqa: PLC0415
-
-    try:
-        asyncio.run(preflight(DeepSeekSettings()))
-    except PreflightError as exc:
-        return str(exc)
-    return None
+    """Run the live provider's endpoint preflight (``DSH_RECORD_PROVIDER``, its own settings);
+    the one-line reason to stop, or ``None`` when the endpoint serves the configured model."""
+    return provider_preflight(live_provider())
 
 
 def _record_one(
@@ -161,7 +157,7 @@ def record_all(
 
         def one(scenario: Scenario) -> RecordRun:
             progress.update(task, description=f"recording {scenario.name}")
-            opts = replace(options, composition="jsonl")
+            opts = replace(options, persistence=DEFAULT_STORE_BACKEND)
             return _record_one(scenario, opts, retries, on_attempt)
 
         runs: dict[int, RecordRun] = {}

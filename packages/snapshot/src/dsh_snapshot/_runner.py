@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dsh_core import DshError
+from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -29,6 +30,7 @@ from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs
 from dsh_snapshot._keyscan import redact, scan_folder
+from dsh_snapshot._live import key_name, live_env, live_provider
 from dsh_snapshot._normalize import (
     Normalizer,
     dumps_line,
@@ -49,7 +51,6 @@ from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
     "Check",
-    "Composition",
     "Mode",
     "RunOptions",
     "ScenarioResult",
@@ -59,7 +60,6 @@ __all__ = [
 ]
 
 Mode = Literal["replay", "refresh", "record", "record-scripted"]
-Composition = Literal["jsonl", "sqlite"]
 Check = Literal["fixtures", "messages"]
 _EXIT_NOT_CONSUMED = 3
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
@@ -72,7 +72,7 @@ class RunOptions:
     Attributes:
         mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record`` (live
             API, rewrite outputs) or ``record-scripted`` (scripted model server, rewrite outputs).
-        composition: which persistence backend the agent uses.
+        persistence: the store backend the agent uses, by its ``dsh.stores`` plugin name.
         timeout: seconds any single wait for the agent may take.
         seed_slice: ``False`` turns the replay client's seedLength slice off (the proof only).
         api_key: the live key (``record`` only).
@@ -89,7 +89,7 @@ class RunOptions:
     """
 
     mode: Mode = "replay"
-    composition: Composition = "jsonl"
+    persistence: str = DEFAULT_STORE_BACKEND
     timeout: float = 60.0
     seed_slice: bool = True
     api_key: str | None = None
@@ -369,7 +369,7 @@ def _run(
         root.mkdir()
         env = {
             "DSH_SESSIONS_ROOT": str(root),
-            "DSH_PERSISTENCE": options.composition,
+            "DSH_PERSISTENCE": options.persistence,
             "DSH_LOOP_PROFILE": scenario.loop,
         }
         replaying = options.mode in ("replay", "refresh") or scenario.authored
@@ -396,11 +396,11 @@ def _run(
                     "DEEPSEEK_SEND_SESSION_ID": "true",
                 }
             else:
-                if not options.api_key:
-                    raise AgentError("record needs DEEPSEEK_API_KEY")
-                # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
-                env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
-                env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
+                provider = live_provider()
+                if not options.api_key and key_name(provider) is not None:
+                    raise AgentError(f"record needs {key_name(provider)}")
+                # Every setting of the provider (model, thinking, base URL…) reaches the agent.
+                env |= live_env(provider, options.api_key)
             server = stack.enter_context(agents.lease()) if agents is not None else None
             agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
             try:
@@ -411,7 +411,7 @@ def _run(
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         # Each harvested log is parsed once: ordering, names and normalising share it.
-        parsed = harvest_logs(root, options.composition)
+        parsed = harvest_logs(root, options.persistence)
         result.sessions = len(parsed)
         cwds, ids = logs_cwds_and_ids(parsed)
         norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
@@ -446,9 +446,9 @@ def _run(
                 )
             provenance = None
             if recording == "live":
-                from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
-
-                provenance = live_provenance(DeepSeekSettings(), result.usage)
+                provider = live_provider()
+                settings = provider.settings_model() if provider.settings_model else None
+                provenance = live_provenance(settings, result.usage, provider=provider.name)
             result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,16 +22,17 @@ from typing import NoReturn, cast
 from rich.console import Console
 from rich.table import Table
 
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
+from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
-from dsh_snapshot._runner import Composition, Mode, RunOptions
+from dsh_snapshot._runner import Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import BrokenScenario, Scenario, ScenarioError, discover_each
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
 
-_COMPOSITIONS: tuple[Composition, ...] = ("jsonl", "sqlite")
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_EPILOG = (
@@ -74,15 +75,16 @@ def _number(kind: type[int] | type[float], least: float, what: str) -> Callable[
     return parse
 
 
-def _compositions(text: str) -> list[Composition]:
+def _persistences(text: str) -> list[str]:
+    """``--persistence``: comma-separated names of installed store backends (``dsh.stores``)."""
     names = [c.strip() for c in text.split(",") if c.strip()]
-    bad = [n for n in names if n not in _COMPOSITIONS]
+    known = store_backend_names()
+    bad = [n for n in names if n not in known]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown composition {', '.join(bad) or repr(text)}; "
-            f"choose from {', '.join(_COMPOSITIONS)}"
+            f"unknown store backend {', '.join(bad) or repr(text)}; choose from {', '.join(known)}"
         )
-    return cast(list[Composition], names)
+    return names
 
 
 def _version() -> str:
@@ -146,10 +148,16 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "replay":
             cmd.add_argument(
-                "--composition",
-                type=_compositions,
-                default=_compositions("jsonl,sqlite"),
-                help="comma-separated persistence backends (default jsonl,sqlite)",
+                "--persistence",
+                type=_persistences,
+                default=None,
+                metavar="NAMES",
+                help="comma-separated store backends (default: every installed one, "
+                f"now {','.join(store_backend_names())})",
+            )
+            # The option's old name: one setting has one name now (snapshot.yml's key too).
+            cmd.add_argument(
+                "--composition", type=_persistences, default=None, help=argparse.SUPPRESS
             )
         if name == "record":
             cmd.add_argument(
@@ -178,11 +186,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def record_key() -> str | None:
-    """``DEEPSEEK_API_KEY`` after loading ``./.env`` (record mode is the only caller)."""
+    """The live provider's key (``DEEPSEEK_API_KEY`` for ``deepseek``, see
+    ``DSH_RECORD_PROVIDER``) after loading ``./.env`` (record mode is the only caller)."""
     from dotenv import load_dotenv  # noqa: PLC0415 - .env is read in record mode only
 
     load_dotenv(Path.cwd() / ".env", override=False)
-    key = os.environ.get("DEEPSEEK_API_KEY", "").strip()
+    name = key_name(live_provider())
+    key = os.environ.get(name, "").strip() if name is not None else "no key needed"
     return key or None
 
 
@@ -237,8 +247,8 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
         api_key = record_key()
         if api_key is None:
             print(
-                "dsh-snapshot record: skipped: no DEEPSEEK_API_KEY in the environment or "
-                "./.env (use `dsh-snapshot record --scripted` to record keylessly)"
+                f"dsh-snapshot record: skipped: no {key_name(live_provider())} in the environment "
+                "or ./.env (use `dsh-snapshot record --scripted` to record keylessly)"
             )
             return 0
         problem = preflight_problem()
@@ -327,13 +337,22 @@ def _run(
         print_broken(console, broken)
         return _record(console, scenarios, ns)
     mode: Mode = cast(Mode, command)
-    compositions: list[Composition] = ["jsonl"]
+    persistences = [DEFAULT_STORE_BACKEND]  # refresh writes the outputs once, from one run
     if command == "replay":
-        compositions = cast(list[Composition], ns.composition)
+        persistences = _chosen_persistences(ns)
     options = RunOptions(mode=mode, timeout=timeout, cold=cold)
-    results = run_many(scenarios, options, compositions, jobs)
+    results = run_many(scenarios, options, persistences, jobs)
     print_results(console, results, f"dsh-snapshot {command}", broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
+
+
+def _chosen_persistences(ns: argparse.Namespace) -> list[str]:
+    chosen = cast(list[str] | None, ns.persistence)
+    old = cast(list[str] | None, ns.composition)
+    if old is not None:
+        print("dsh-snapshot: --composition is deprecated, use --persistence", file=sys.stderr)
+        chosen = chosen or old
+    return chosen or store_backend_names()
 
 
 if __name__ == "__main__":
