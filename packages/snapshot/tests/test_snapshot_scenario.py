@@ -132,6 +132,13 @@ def test_snapshot_yml_can_pin_one_backend(tmp_path: Path) -> None:
     assert load_scenario(free).persistences(["jsonl", "sqlite"]) == ["jsonl", "sqlite"]
 
 
+def test_snapshot_yml_still_reads_the_key_by_its_old_name(tmp_path: Path) -> None:
+    old = META.replace("persistence: default", "composition: sqlite")
+    assert load_scenario(_scenario(tmp_path / "sdk" / "o", meta=old)).persistences(["a"]) == [
+        "sqlite"
+    ]
+
+
 @pytest.mark.parametrize(
     ("meta", "loop"),
     [
