@@ -86,3 +86,15 @@ def test_proof_without_fork_scenarios_fails(
     _scenario(tmp_path / "sdk" / "spawn", children=(0,))
     assert main(["proof", str(tmp_path)]) == 1
     assert "no fork scenario" in capsys.readouterr().out
+
+
+def test_record_with_an_unknown_provider_is_exit_2_listing_the_installed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _scenario(tmp_path / "sdk" / "x")
+    monkeypatch.setenv("DSH_RECORD_PROVIDER", "gpt")
+    monkeypatch.chdir(tmp_path)  # no ./.env of the checkout
+    assert main(["record", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "dsh-snapshot record: unknown model provider 'gpt': choose one of " in error
+    assert "deepseek" in error

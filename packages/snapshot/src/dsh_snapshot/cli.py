@@ -22,7 +22,7 @@ from typing import NoReturn, cast
 from rich.console import Console
 from rich.table import Table
 
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, PluginError, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
@@ -244,6 +244,11 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
     scripted = cast(bool, args.scripted)
     api_key = None
     if not scripted:
+        try:
+            live_provider()
+        except PluginError as exc:  # DSH_RECORD_PROVIDER names nothing usable
+            print(f"dsh-snapshot record: {exc}", file=sys.stderr)
+            return _EXIT_USAGE
         api_key = record_key()
         if api_key is None:
             print(
