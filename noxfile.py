@@ -42,7 +42,7 @@ def tests(session: nox.Session, package: str) -> None:
     # "workspace" is the cross-package tests/ folder, which needs every member.
     if package == "workspace":
         # pip and an offline wheelhouse: tests/ follows the README's install-from-a-checkout.
-        sync(session, "test", "release")
+        sync(session, "test", "release", "test-plugins")
         session.run("python", "tools/check_wheels.py", "wheelhouse", str(WHEELHOUSE))
         session.env["DSH_WHEELHOUSE"] = str(WHEELHOUSE)
         target = "tests"
@@ -114,7 +114,7 @@ def bench(session: nox.Session) -> None:
 
 
 # dsh-snapshot's options that take a value: their value is never a path.
-_SNAPSHOT_VALUED = {"-k", "-j", "--jobs", "--timeout", "--composition", "--retries", "--max-age"}
+_SNAPSHOT_VALUED = {"-k", "-j", "--jobs", "--timeout", "--persistence", "--retries", "--max-age"}
 
 
 def _snapshot_args(posargs: list[str]) -> list[str]:

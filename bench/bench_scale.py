@@ -158,7 +158,7 @@ def run(quick: bool) -> str:
         rows: list[tuple[str, int, int, TreeRun]] = []
         for k in ks:
             folder, scenarios = copies(tmp / f"k{k}", k)
-            argv = [gate, "replay", str(folder), "--jobs", "2", "--composition", "jsonl,sqlite"]
+            argv = [gate, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
             rows.append(("warm", k, 2 * scenarios, tree(argv, env)))
             print(f"bench: scale K={k} warm: {rows[-1][3]} (load {_load()})", file=sys.stderr)
             if k == ks[0]:

@@ -119,24 +119,24 @@ def _loaded(folder: Path, era: str) -> tuple[list[Row], list[tuple[Row, Scenario
 
 
 def june_rows(folder: Path, jobs: int) -> list[Row]:
-    """Replay every June scenario we can on both backends and compare everything."""
+    """Replay every June scenario we can on every installed store backend and compare
+    everything."""
     rows, todo = _loaded(folder, "june")
-    settings = SnapshotSettings(
-        compositions=("jsonl", "sqlite"), allowances=UPSTREAM_ALLOWANCES, jobs=jobs
-    )
+    settings = SnapshotSettings(allowances=UPSTREAM_ALLOWANCES, jobs=jobs)
     results = run(settings, [s for _, s in todo])
     for row, scenario in todo:
         mine = [r for r in results if r.scenario is scenario]
         row.ok = all(r.ok for r in mine)
-        failures = [f"{r.composition}: {r.summary}" for r in mine if not r.ok]
-        row.result = "reproduced (jsonl, sqlite)" if row.ok else "; ".join(failures)
+        failures = [f"{r.persistence}: {r.summary}" for r in mine if not r.ok]
+        backends = ", ".join(settings.persistences)
+        row.result = f"reproduced ({backends})" if row.ok else "; ".join(failures)
     return rows
 
 
 def head_rows(folder: Path, jobs: int) -> list[Row]:
     """Parse every head log; replay the eligible scenarios and compare what the client saw."""
     rows, todo = _loaded(folder, "head")
-    settings = SnapshotSettings(compositions=("jsonl",), check="messages", jobs=jobs)
+    settings = SnapshotSettings(persistences=("jsonl",), check="messages", jobs=jobs)
     results = run(settings, [s for _, s in todo])
     for (row, _), result in zip(todo, results, strict=True):
         row.result = (

@@ -9,6 +9,7 @@ import string
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, ResponseError, text_reply
+from dsh_core.plugins import store_backend
 from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,7 @@ def test_a_key_echoed_by_the_provider_reaches_no_artefact(
     written = [
         json.dumps(agent.frames),
         agent.stderr,
-        (agent_run.sessions_root / f"{session_id}.jsonl").read_text(encoding="utf-8"),
+        store_backend("jsonl").export_log(agent_run.sessions_root, session_id),  # every byte
     ]
     fragments = [key[i : i + 8] for i in range(len(key) - 7)]
     assert [f for f in fragments for text in written if f in text] == []

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, text_reply, tool_reply
+from dsh_core.plugins import store_backend
 from dsh_llm_deepseek.testing import ScriptedModelServer
-from dsh_persistence_sqlite import SqliteSessionStore
 
 pytestmark = pytest.mark.e2e
 
@@ -82,9 +82,10 @@ def test_acp_sqlite_persistence(agent_run: AgentRun, model_server: ScriptedModel
         session_id = agent.new_session(agent_run.workspace)
         assert agent.prompt(session_id, "hi") == {"stopReason": "end_turn"}
         agent_run.finish(agent)
-    assert (agent_run.sessions_root / "sessions.sqlite3").is_file()
-    assert list(agent_run.sessions_root.glob("*.jsonl")) == []
-    store = SqliteSessionStore(agent_run.sessions_root / "sessions.sqlite3")
+    sqlite, jsonl = store_backend("sqlite"), store_backend("jsonl")
+    assert [h.id for h in sqlite.list_sessions(agent_run.sessions_root)] == [session_id]
+    assert jsonl.list_sessions(agent_run.sessions_root) == []
+    store = sqlite.open(agent_run.sessions_root)
     try:
         log = store.load(session_id)
     finally:
@@ -102,7 +103,8 @@ def test_acp_replay_client_exit_codes(
         recorded_id = agent.new_session(agent_run.workspace)
         agent.prompt(recorded_id, "hi")
         agent_run.finish(agent)
-    recording = agent_run.sessions_root / f"{recorded_id}.jsonl"
+    recording = agent_run.workspace / "recording.jsonl"
+    recording.write_text(store_backend("jsonl").export_log(agent_run.sessions_root, recorded_id))
     report = agent_run.workspace / "report.json"
     replay = {
         "DSH_MODEL_CLIENT": "replay",

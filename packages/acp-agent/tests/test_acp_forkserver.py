@@ -18,6 +18,7 @@ import pytest
 
 from dsh_acp_agent import AgentForkServer, ForkedAgent, ForkServerError
 from dsh_acp_agent.testing import AgentProcess, agent_environment
+from dsh_core.plugins import store_backend
 
 _TESTS = Path(__file__).parent
 
@@ -99,7 +100,7 @@ def test_a_real_agent_forks_serves_and_reports_its_cost(tmp_path: Path) -> None:
             pids.append(agent.process.pid)
         assert pids[0] != pids[1]
         assert server.process.pid not in pids
-    assert len(list((tmp_path / "sessions").glob("*.jsonl"))) == 2
+    assert len(store_backend("jsonl").list_sessions(tmp_path / "sessions")) == 2
 
 
 def test_a_killed_child_reports_the_signal_and_the_server_forks_again(tmp_path: Path) -> None:

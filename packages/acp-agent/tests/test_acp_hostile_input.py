@@ -141,4 +141,4 @@ def test_bad_cwds_extra_dirs_and_ids_are_refused_and_unknown_notifications_are_q
     assert (refused["code"], refused["data"]) == (-32602, {"sessionId": "../escape"})
     assert refused["message"].startswith(f"Invalid params: {agent_run.sessions_root}: field 'id'")
     # Only the one accepted session was created.
-    assert len(list(agent_run.sessions_root.glob("*.jsonl"))) == 1
+    assert len(agent_run.logs()) == 1

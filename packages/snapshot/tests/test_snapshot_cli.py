@@ -14,7 +14,7 @@ def _scenario(folder: Path, children: tuple[int, ...] = ()) -> Path:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
     (folder / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
+        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
     )
     header = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0}
     (folder / "session.jsonl").write_text(json.dumps(header) + "\n")
@@ -52,11 +52,27 @@ def test_malformed_scenario_is_exit_2_naming_the_file(
     assert "'recording'" in out
 
 
-def test_unknown_composition_is_exit_2(tmp_path: Path) -> None:
+def test_unknown_store_backend_is_exit_2_listing_the_installed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _scenario(tmp_path / "sdk" / "x")
     with pytest.raises(SystemExit) as stopped:
-        main(["replay", str(tmp_path), "--composition", "postgres"])
+        main(["replay", str(tmp_path), "--persistence", "postgres"])
     assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "unknown store backend postgres; choose from " in error
+    assert "jsonl" in error
+    assert "sqlite" in error
+
+
+def test_the_old_option_name_still_works_and_says_it_is_deprecated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _scenario(tmp_path / "sdk" / "x")
+    main(["replay", str(tmp_path), "--composition", "sqlite", "--jobs", "1"])
+    captured = capsys.readouterr()
+    assert "--composition is deprecated, use --persistence" in captured.err
+    assert "1 scenarios (1 runs)" in captured.out  # the one backend it named, not every one
 
 
 def test_no_scenarios_is_a_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,3 +86,15 @@ def test_proof_without_fork_scenarios_fails(
     _scenario(tmp_path / "sdk" / "spawn", children=(0,))
     assert main(["proof", str(tmp_path)]) == 1
     assert "no fork scenario" in capsys.readouterr().out
+
+
+def test_record_with_an_unknown_provider_is_exit_2_listing_the_installed_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _scenario(tmp_path / "sdk" / "x")
+    monkeypatch.setenv("DSH_RECORD_PROVIDER", "gpt")
+    monkeypatch.chdir(tmp_path)  # no ./.env of the checkout
+    assert main(["record", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "dsh-snapshot record: unknown model provider 'gpt': choose one of " in error
+    assert "deepseek" in error

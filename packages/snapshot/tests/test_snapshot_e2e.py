@@ -29,8 +29,8 @@ def test_committed_scenario_replays_green_on_both_backends(
 ) -> None:
     folder = scenario_copy("tool-call-turn")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    for composition in ("jsonl", "sqlite"):
-        result = run_scenario(load_scenario(folder), SnapshotSettings(), composition)
+    for persistence in ("jsonl", "sqlite"):
+        result = run_scenario(load_scenario(folder), SnapshotSettings(), persistence)
         assert result.ok, result.failures
         assert (result.sessions, result.calls_replayed) == (1, 2)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # replay is read-only
@@ -118,7 +118,7 @@ def test_cli_replay_prints_summary_and_fails_on_any_failure(
     _rewrite_line(bad / "stdout.expected.jsonl", 3, "HTTP 401", "HTTP 403")
     exe = Path(sys.executable).with_name("dsh-snapshot")
     proc = subprocess.run(
-        [str(exe), "replay", str(good), str(bad), "--composition", "jsonl", "--jobs", "2"],
+        [str(exe), "replay", str(good), str(bad), "--persistence", "jsonl", "--jobs", "2"],
         capture_output=True,
         text=True,
         check=False,

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 import dsh_snapshot._batch as batch
 import dsh_snapshot.cli
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_snapshot import (
     ScenarioResult,
     SnapshotSettings,
@@ -49,8 +50,8 @@ def test_select_finds_scenarios_and_applies_the_k_filter_to_malformed_ones_too(
 def test_settings_refuse_bad_values_naming_the_field() -> None:
     with pytest.raises(ValidationError, match="jobs"):
         SnapshotSettings(jobs=0)
-    with pytest.raises(ValidationError, match="compositions"):
-        SnapshotSettings(compositions=())
+    with pytest.raises(ValidationError, match="persistences"):
+        SnapshotSettings(persistences=())
     with pytest.raises(ValidationError, match="mode"):
         SnapshotSettings.model_validate({"mode": "replay-everything"})
 
@@ -65,10 +66,18 @@ def test_run_pairs_scenarios_with_backends_and_writes_only_from_the_first(
     scenario_copy: Callable[[str], Path],
 ) -> None:
     scenario = load_scenario(scenario_copy("text-turn"))
-    replayed = run(SnapshotSettings(jobs=2), [scenario])
-    assert [(r.composition, r.ok) for r in replayed] == [("jsonl", True), ("sqlite", True)]
-    refreshed = run(SnapshotSettings(mode="refresh"), [scenario])
-    assert [(r.composition, r.mode, r.ok) for r in refreshed] == [("jsonl", "refresh", True)]
+    both = ("jsonl", "sqlite")
+    replayed = run(SnapshotSettings(jobs=2, persistences=both), [scenario])
+    assert [(r.persistence, r.ok) for r in replayed] == [("jsonl", True), ("sqlite", True)]
+    refreshed = run(SnapshotSettings(mode="refresh", persistences=both), [scenario])
+    assert [(r.persistence, r.mode, r.ok) for r in refreshed] == [("jsonl", "refresh", True)]
+
+
+def test_the_default_backends_are_every_installed_one_the_default_first() -> None:
+    installed = SnapshotSettings().persistences
+    assert installed[0] == DEFAULT_STORE_BACKEND
+    assert sorted(installed) == sorted(store_backend_names())
+    assert SnapshotSettings(mode="refresh").run_persistences == (DEFAULT_STORE_BACKEND,)
 
 
 def test_a_loop_profile_setting_overrides_the_scenarios_own(
@@ -78,9 +87,9 @@ def test_a_loop_profile_setting_overrides_the_scenarios_own(
     forced to ``june``, the same recording must no longer replay."""
     scenario = load_scenario(scenario_copy("subagent-parallel"))
     assert scenario.loop == "current"
-    [own] = run(SnapshotSettings(compositions=("jsonl",)), [scenario])
+    [own] = run(SnapshotSettings(persistences=("jsonl",)), [scenario])
     assert own.ok, own.failures
-    [forced] = run(SnapshotSettings(compositions=("jsonl",), loop="june", cold=True), [scenario])
+    [forced] = run(SnapshotSettings(persistences=("jsonl",), loop="june", cold=True), [scenario])
     assert not forced.ok
 
 
@@ -97,7 +106,7 @@ def test_a_bug_in_one_run_costs_that_run_not_the_batch(
         return real(scenario, *args)
 
     monkeypatch.setattr(engine, "run_scenario", flaky)
-    results = run(SnapshotSettings(compositions=("jsonl",)), [good, bad])
+    results = run(SnapshotSettings(persistences=("jsonl",)), [good, bad])
     assert [r.ok for r in results] == [True, False]
     assert results[1].failures == ["internal error: RuntimeError('a bug of ours')"]
 
@@ -152,14 +161,14 @@ def test_the_cli_builds_settings_from_its_flags_and_runs_the_engine(
 ) -> None:
     scenario_copy("text-turn")
     scenario_copy("multi-turn")
-    argv = ["replay", str(tmp_path), "-k", "text", "--composition", "sqlite", "--jobs", "1"]
+    argv = ["replay", str(tmp_path), "-k", "text", "--persistence", "sqlite", "--jobs", "1"]
     status = dsh_snapshot.cli.main([*argv, "--cold", "--timeout", "30"])
     assert status == 0, capsys.readouterr().out
     [settings] = spy.calls
     assert settings == SnapshotSettings(
         paths=(tmp_path,),
         names=("text",),
-        compositions=("sqlite",),
+        persistences=("sqlite",),
         jobs=1,
         cold=True,
         timeout=30,
@@ -179,7 +188,7 @@ def test_the_cli_refresh_and_proof_go_through_the_engine(
     assert dsh_snapshot.cli.main(["refresh", str(tmp_path / "sdk" / "text-turn")]) == 0
     assert [s.mode for s in spy.calls] == ["refresh"]
     assert dsh_snapshot.cli.main(["proof", str(tmp_path), "--jobs", "1"]) == 0
-    assert [(s.mode, s.seed_slice, s.compositions) for s in spy.calls[1:]] == [
+    assert [(s.mode, s.seed_slice, s.persistences) for s in spy.calls[1:]] == [
         ("replay", False, ("jsonl",)),
         ("replay", True, ("jsonl",)),
     ]

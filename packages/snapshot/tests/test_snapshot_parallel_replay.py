@@ -60,7 +60,7 @@ async def _replay_in_process(tmp: Path, prompt: str) -> tuple[list[str], ReplayM
     )
     wiring = build_agent(settings)
     replay = wiring.replay
-    assert replay is not None
+    assert isinstance(replay, ReplayModelClient)  # found by its dsh.models name, "replay"
     session = wiring.agent.store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
     try:
         outcome = await wiring.agent.run_turn(session, prompt)

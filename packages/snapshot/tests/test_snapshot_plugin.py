@@ -1,4 +1,4 @@
-"""The pytest plugin: inert by default; one item per (scenario, composition) when asked;
+"""The pytest plugin: inert by default; one item per (scenario, store backend) when asked;
 pytest-split shards cover every item exactly once."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh_core.plugins import store_backend_names
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -19,7 +21,7 @@ def _scenario(folder: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
     (folder / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\ncomposition: default\nrecording: scripted\n"
+        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
     )
 
 
@@ -65,14 +67,14 @@ def test_inert_without_the_option(tree: Path) -> None:
     assert _collect(tree, ".") == ["test_plain.py::test_plain"]
 
 
-def test_one_item_per_scenario_and_composition(tree: Path) -> None:
+def test_one_item_per_scenario_and_store_backend(tree: Path) -> None:
     ids = _collect(tree, "--dsh-snapshots", "snapshots")
     assert ids == [
         f"snapshots/sdk/{name}::sdk/{name}[{comp}]"
         for name in ("cancel", "multi-turn", "text-turn")
-        for comp in ("jsonl", "sqlite")
+        for comp in store_backend_names()  # every installed one by default
     ]
-    only = _collect(tree, "--dsh-snapshots", "--dsh-composition", "sqlite", "snapshots/sdk/cancel")
+    only = _collect(tree, "--dsh-snapshots", "--dsh-persistence", "sqlite", "snapshots/sdk/cancel")
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
 
 
@@ -145,7 +147,7 @@ _SPY_CONFTEST = """
         def spy(settings, scenarios=None, *rest):
             record = {
                 "mode": settings.mode,
-                "compositions": list(settings.compositions),
+                "persistences": list(settings.persistences),
                 "timeout": settings.timeout,
                 "cold": settings.cold,
             }
@@ -168,9 +170,10 @@ def test_the_plugin_runs_each_item_through_the_engine(
     calls = [
         json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()
     ]
-    assert sorted(c["compositions"][0] for c in calls) == ["jsonl", "sqlite"]
+    assert sorted(c["persistences"][0] for c in calls) == sorted(store_backend_names())
     assert all(
-        (c["mode"], len(c["compositions"]), c["timeout"], c["cold"]) == ("replay", 1, 30.0, True)
+        (c["mode"], len(c["persistences"]), c["timeout"], c["cold"]) == ("replay", 1, 30.0, True)
         for c in calls
     )
-    assert "dsh-snapshot: 1 scenarios (2 runs)" in proc.stdout
+    runs = len(store_backend_names())
+    assert f"dsh-snapshot: 1 scenarios ({runs} runs)" in proc.stdout

@@ -54,7 +54,7 @@ def test_a_dirty_set_changes_nothing_and_never_prints_the_key(tmp_path: Path) ->
 def test_the_live_key_literal_is_refused_even_without_a_pattern(tmp_path: Path) -> None:
     folder = tmp_path / "scenario"
     folder.mkdir()
-    with pytest.raises(DirtyRecordingError, match="the value of DEEPSEEK_API_KEY"):
+    with pytest.raises(DirtyRecordingError, match="the value of the live API key"):
         publish_fixtures(
             folder, {"stdout.expected.jsonl": "x plainvalue99 y\n"}, literals=["plainvalue99"]
         )

@@ -23,13 +23,14 @@ def test_warm_and_cold_runs_agree_on_both_backends(
     scenario_copy: Callable[[str], Path],
 ) -> None:
     scenarios = [load_scenario(scenario_copy(n)) for n in ("tool-call-turn", "subagent-spawn")]
-    warm = run(SnapshotSettings(jobs=2), scenarios)
-    cold = run(SnapshotSettings(jobs=2, cold=True), scenarios)
+    both = ("jsonl", "sqlite")
+    warm = run(SnapshotSettings(jobs=2, persistences=both), scenarios)
+    cold = run(SnapshotSettings(jobs=2, cold=True, persistences=both), scenarios)
     assert len(warm) == len(cold) == 4
     for w, c in zip(warm, cold, strict=True):
         assert w.ok, w.failures
         assert c.ok, c.failures
-        assert (w.scenario.name, w.composition) == (c.scenario.name, c.composition)
+        assert (w.scenario.name, w.persistence) == (c.scenario.name, c.persistence)
         assert (w.logs, w.frames, w.sessions) == (c.logs, c.frames, c.sessions)
         assert (w.settings.cold, c.settings.cold) == (False, True)
 

@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
+from dsh_core import plugins
+
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
 AGENT_ENTRY = "dsh_acp_agent._main:main"
@@ -324,6 +326,7 @@ def main(argv: Sequence[str]) -> None:
     sock = socket.socket(fileno=int(config["fd"]))
     for module in config["preload"]:
         importlib.import_module(module)
+    plugins.preload()  # every child inherits the entry point lookup and the store modules
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))
 

@@ -8,9 +8,10 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
 from dsh_acp_agent._exit import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED, EXIT_USAGE
 from dsh_acp_agent._server import AGENT_NAME, AcpServer, connect, package_version
@@ -32,17 +33,20 @@ from dsh_core import (
     SubagentTool,
     ToolSandbox,
 )
+from dsh_core.plugins import create_model, model_provider, open_store
 from dsh_subagent_fork import ForkBackend
 from dsh_subagent_spawn import SpawnBackend
-
-if TYPE_CHECKING:
-    from dsh_llm_replay import ReplayModelClient
 
 __all__ = ["build_agent", "main"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
-SQLITE_FILE_NAME = "sessions.sqlite3"
+
+@runtime_checkable
+class ConsumedAtExit(Protocol):
+    """A model client that must be used up exactly (the replay client): checked at exit."""
+
+    def assert_consumed(self) -> None: ...
 
 
 @dataclass
@@ -50,46 +54,38 @@ class Wiring:
     """What one agent process runs on."""
 
     agent: Agent
-    replay: ReplayModelClient | None
+    replay: ConsumedAtExit | None
 
 
 def build_store(settings: AgentSettings) -> SessionStore:
-    """The session store ``DSH_PERSISTENCE`` selects, rooted at ``DSH_SESSIONS_ROOT``."""
+    """The store backend ``DSH_PERSISTENCE`` names (a ``dsh.stores`` plugin), rooted at
+    ``DSH_SESSIONS_ROOT``. Only the selected backend is imported: a cold start pays for one."""
     root = settings.sessions_root
     root.mkdir(parents=True, exist_ok=True)
-    # Each backend is imported only when selected: a cold start pays for one, not both.
-    if settings.persistence == "sqlite":
-        from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415
-
-        return SqliteSessionStore(root / SQLITE_FILE_NAME)
-    from dsh_persistence_jsonl import JsonlSessionStore  # noqa: PLC0415
-
-    return JsonlSessionStore(root)
+    return open_store(settings.persistence, root)
 
 
-def build_model(settings: AgentSettings) -> tuple[ModelClient, ReplayModelClient | None]:
-    """The model client ``DSH_MODEL_CLIENT`` selects (and it again when it is the replay one).
+def build_model(settings: AgentSettings) -> tuple[ModelClient, ConsumedAtExit | None]:
+    """The client of the model provider ``DSH_MODEL_CLIENT`` names (a ``dsh.models`` plugin),
+    and it again when it must be consumed exactly at exit (the replay client).
+
+    Only the selected provider is imported: a replayed run never loads httpx and the live
+    client, a live one never loads the replay machinery.
 
     Raises:
-        SettingsError: the client's own settings are invalid.
+        SettingsError: the provider's own settings are invalid.
     """
-    if settings.model_client == "replay":
-        # Imported only when selected: live runs never load the replay machinery.
-        from dsh_llm_replay import ReplayModelClient  # noqa: PLC0415
-
-        try:
-            replay = ReplayModelClient.from_settings()
-        except ValidationError as exc:
-            raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
-        return replay, replay
-    # httpx and the live client cost ~0.2 s of imports that a replayed run never needs.
-    from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings  # noqa: PLC0415
-
+    provider = model_provider(settings.model_client)
     try:
-        deepseek_settings = DeepSeekSettings()
+        model = create_model(settings.model_client)
     except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc, "DEEPSEEK_")) from exc
-    return DeepSeekClient(deepseek_settings), None
+        prefix = "" if provider.settings_model is None else _env_prefix(provider.settings_model)
+        raise SettingsError(describe_validation_error(exc, prefix)) from exc
+    return model, model if isinstance(model, ConsumedAtExit) else None
+
+
+def _env_prefix(settings_model: type[BaseSettings]) -> str:
+    return str(settings_model.model_config.get("env_prefix") or "")
 
 
 def build_sandbox() -> ToolSandbox:
@@ -149,7 +145,7 @@ async def serve(wiring: Wiring, rpc_fd: int) -> int:
     return finish_replay(wiring.replay)
 
 
-def finish_replay(replay: ReplayModelClient | None) -> int:
+def finish_replay(replay: ConsumedAtExit | None) -> int:
     """The exit code after a replay: whether every script was consumed exactly.
 
     The report itself is the replay client's to write (at its ``aclose``, from

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DEFAULT_MAX_PARALLEL_TOOL_CALLS, LoopProfile
+from dsh_core.plugins import (
+    DEFAULT_MODEL_PROVIDER,
+    DEFAULT_STORE_BACKEND,
+    MODEL_GROUP,
+    STORE_GROUP,
+    UnknownPluginError,
+    model_provider_names,
+    store_backend_names,
+)
 
 __all__ = ["AgentSettings", "SettingsError", "describe_validation_error", "load_settings"]
 
@@ -22,9 +31,11 @@ class AgentSettings(BaseSettings):
 
     Attributes:
         sessions_root: directory holding the session logs (``DSH_SESSIONS_ROOT``).
-        persistence: ``jsonl`` (one file per session in the root) or ``sqlite``
-            (``<root>/sessions.sqlite3``) (``DSH_PERSISTENCE``).
-        model_client: ``deepseek`` (live API) or ``replay`` (recorded scripts)
+        persistence: the store backend, by its ``dsh.stores`` entry point name: ``jsonl``
+            (one file per session in the root), ``sqlite`` (one database in the root) or any
+            installed plugin's (``DSH_PERSISTENCE``).
+        model_client: the model provider, by its ``dsh.models`` entry point name:
+            ``deepseek`` (live API), ``replay`` (recorded scripts) or any installed plugin's
             (``DSH_MODEL_CLIENT``).
         loop_profile: ``june`` or ``current``, which era of upstream's agent loop to
             reproduce (``DSH_LOOP_PROFILE``; see ``dsh_core.LoopProfile``).
@@ -40,13 +51,22 @@ class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
 
     sessions_root: Path = Field(default_factory=_default_sessions_root)
-    persistence: Literal["jsonl", "sqlite"] = "jsonl"
-    model_client: Literal["deepseek", "replay"] = "deepseek"
+    persistence: str = DEFAULT_STORE_BACKEND
+    model_client: str = DEFAULT_MODEL_PROVIDER
     loop_profile: LoopProfile = DEFAULT_LOOP_PROFILE
     max_delegation_depth: int | None = Field(default=None, ge=0)
     max_parallel_tool_calls: int = Field(default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, ge=1)
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("persistence", "model_client")
+    @classmethod
+    def _installed_plugin(cls, name: str, info: ValidationInfo) -> str:
+        group = STORE_GROUP if info.field_name == "persistence" else MODEL_GROUP
+        known = store_backend_names() if group == STORE_GROUP else model_provider_names()
+        if name not in known:
+            raise ValueError(str(UnknownPluginError(group, name, known)))
+        return name
 
 
 class SettingsError(Exception):

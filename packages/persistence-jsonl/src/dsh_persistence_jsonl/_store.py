@@ -303,13 +303,16 @@ class JsonlSessionStore:
     never block or write.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, sweep: bool = True) -> None:
+        """Open (and create) the root; ``sweep=False`` leaves killed writers' leftovers for a
+        reader that must write nothing (``dsh.stores`` listing and export)."""
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise StoreAccessError(str(self.root), "the store root is not a directory") from None
-        self._sweep()
+        if sweep:
+            self._sweep()
 
     def _sweep(self) -> None:
         """Remove temporary and lock files left by killed writers (never a live writer's)."""

@@ -40,7 +40,7 @@ from dsh_snapshot._scenario import (
     detect_loop_profile,
     load_scenario,
 )
-from dsh_snapshot._settings import Check, Composition, Mode, SnapshotSettings
+from dsh_snapshot._settings import Check, Mode, SnapshotSettings
 from dsh_snapshot._warm import COLD_ENV, WarmAgents
 
 __all__ = [
@@ -56,7 +56,6 @@ __all__ = [
     # the engine: one settings object, one run function (the CLI, the pytest plugin and
     # tools/compat.py are front ends over it)
     "Check",
-    "Composition",
     "Mode",
     "ScenarioResult",
     "Selection",

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import run
 from dsh_snapshot._runner import ScenarioResult
@@ -60,7 +61,7 @@ def print_results(
     table = Table(title=title)
     for column in (
         "scenario",
-        "composition",
+        "persistence",
         "mode",
         "result",
         "sessions",
@@ -73,7 +74,7 @@ def print_results(
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
             r.scenario.name,
-            r.composition,
+            r.persistence,
             r.mode,
             _verdict(r),
             str(r.sessions),
@@ -88,7 +89,7 @@ def print_results(
     for r in results:
         if not r.ok:
             console.print(
-                f"{_verdict(r)} {r.scenario.name}[{r.composition}] ({r.scenario.path})",
+                f"{_verdict(r)} {r.scenario.name}[{r.persistence}] ({r.scenario.path})",
                 highlight=False,
             )
             for failure in r.failures:
@@ -107,9 +108,9 @@ def run_proof(console: Console, scenarios: Sequence[Scenario], settings: Snapsho
             highlight=False,
         )
         return False
-    jsonl = {"mode": "replay", "compositions": ("jsonl",)}
-    off = run(settings.model_copy(update={**jsonl, "seed_slice": False}), forks)
-    on = run(settings.model_copy(update={**jsonl, "seed_slice": True}), forks)
+    one_backend = {"mode": "replay", "persistences": (DEFAULT_STORE_BACKEND,)}
+    off = run(settings.model_copy(update={**one_backend, "seed_slice": False}), forks)
+    on = run(settings.model_copy(update={**one_backend, "seed_slice": True}), forks)
     held = True
     console.print(
         "proof, slice OFF (DSH_REPLAY_SEED_SLICE=false): every fork scenario must go red",

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import cast
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
 
 from dsh_snapshot._discover import BrokenScenario, discover_each
 from dsh_snapshot._runner import ScenarioResult, run_scenario
 from dsh_snapshot._scenario import Scenario
-from dsh_snapshot._settings import Composition, SnapshotSettings
+from dsh_snapshot._settings import SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
 
 __all__ = ["Selection", "run", "select", "will_retry"]
@@ -52,14 +51,14 @@ def select(settings: SnapshotSettings) -> Selection:
 def _run_one(
     scenario: Scenario,
     settings: SnapshotSettings,
-    composition: Composition,
+    persistence: str,
     agents: WarmAgents | None,
 ) -> ScenarioResult:
     """:func:`run_scenario`, with a bug of ours costing that one run, never the batch."""
     try:
-        return run_scenario(scenario, settings, composition, agents)
+        return run_scenario(scenario, settings, persistence, agents)
     except Exception as exc:
-        result = ScenarioResult(scenario, settings, composition)
+        result = ScenarioResult(scenario, settings, persistence)
         result.failures.append(f"internal error: {exc!r}")
         return result
 
@@ -79,7 +78,7 @@ def will_retry(settings: SnapshotSettings, result: ScenarioResult) -> bool:
 def _attempts(
     scenario: Scenario,
     settings: SnapshotSettings,
-    composition: Composition,
+    persistence: str,
     agents: WarmAgents | None,
     on_result: Callable[[ScenarioResult], None] | None,
 ) -> ScenarioResult:
@@ -89,7 +88,7 @@ def _attempts(
     def attempt() -> ScenarioResult:
         nonlocal attempts
         attempts += 1
-        result = _run_one(scenario, settings, composition, agents)
+        result = _run_one(scenario, settings, persistence, agents)
         result.attempts = attempts
         if on_result is not None:
             on_result(result)
@@ -118,7 +117,7 @@ def run(
     scenarios: Sequence[Scenario] | None = None,
     on_result: Callable[[ScenarioResult], None] | None = None,
 ) -> list[ScenarioResult]:
-    """Run every (scenario, composition) pair the settings ask for; results in input order.
+    """Run every (scenario, store backend) pair the settings ask for; results in input order.
 
     Args:
         settings: what to run and how.
@@ -132,10 +131,10 @@ def run(
     """
     if scenarios is None:
         scenarios = select(settings).scenarios
-    pairs: list[tuple[Scenario, Composition]] = [
-        (scenario, cast(Composition, composition))
+    pairs: list[tuple[Scenario, str]] = [
+        (scenario, persistence)
         for scenario in scenarios
-        for composition in scenario.compositions(settings.run_compositions)
+        for persistence in scenario.persistences(settings.run_persistences)
     ]
     jobs = min(settings.jobs, max(len(pairs), 1))
     with WarmAgents(jobs) as warm:

@@ -1,8 +1,11 @@
 """Harvest and expectations, each parsed once.
 
-A harvested log is read once (:func:`harvest_logs`) and that parse serves the ordering, the
-cwds and ids to normalise and the normalising itself. The expected side of a scenario is parsed
-and normalised once (:func:`expected_fixtures`) and reused by the run on every backend.
+A run's logs are harvested through its store backend's own listing and export (a
+``dsh.stores`` plugin, see ``dsh_core.plugins``): where a backend keeps them is its business,
+so any installed backend can be harvested. A harvested log is read once (:func:`harvest_logs`)
+and that parse serves the ordering, the cwds and ids to normalise and the normalising itself.
+The expected side of a scenario is parsed and normalised once (:func:`expected_fixtures`) and
+reused by the run on every backend.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsh_core import SessionLog, read_log
+from dsh_core.plugins import store_backend
 from dsh_snapshot._normalize import (
     Normalizer,
     logs_cwds_and_ids,
@@ -22,9 +26,6 @@ from dsh_snapshot._normalize import (
     read_text,
 )
 from dsh_snapshot._scenario import Scenario
-
-if TYPE_CHECKING:
-    from dsh_snapshot._settings import Composition
 
 __all__ = ["expected_fixtures", "harvest", "harvest_logs"]
 
@@ -37,32 +38,30 @@ def _log_order(log: SessionLog) -> tuple[int, int, int, str]:
     return (child, log.header.created_at, first_time, log.header.id)
 
 
-def _harvest_texts(root: Path, composition: Composition) -> list[str]:
-    if composition == "jsonl":
-        return [p.read_text(encoding="utf-8") for p in sorted(root.glob("*.jsonl"))]
-    db = root / "sessions.sqlite3"
-    if not db.is_file():
-        return []
-    from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415 - only for sqlite
-
-    with SqliteSessionStore(db) as store:
-        return [store.export_jsonl(h.id) for h in store.list_sessions()]
+def _harvest_texts(root: Path, persistence: str) -> list[str]:
+    backend = store_backend(persistence)
+    return [backend.export_log(root, header.id) for header in backend.list_sessions(root)]
 
 
-def harvest_logs(root: Path, composition: Composition) -> list[SessionLog]:
-    """Every session log under a sessions root, each parsed once, in :func:`harvest` order."""
-    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, composition)]
+def harvest_logs(root: Path, persistence: str) -> list[SessionLog]:
+    """Every session log the store backend ``persistence`` holds under a sessions root, each
+    parsed once, in :func:`harvest` order.
+
+    Raises:
+        DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
+    """
+    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, persistence)]
     return sorted(logs, key=_log_order)
 
 
-def harvest(root: Path, composition: Composition) -> list[str]:
-    """Every session log under a sessions root: the primary first, then children by
-    ``(createdAt, id)``.
+def harvest(root: Path, persistence: str) -> list[str]:
+    """Every session log the store backend ``persistence`` holds under a sessions root: the
+    primary first, then children by ``(createdAt, id)``.
 
     Raises:
-        DshError: a log cannot be read.
+        DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
-    texts = _harvest_texts(root, composition)
+    texts = _harvest_texts(root, persistence)
     keys = [_log_order(read_log(text.splitlines(), str(root))) for text in texts]
     return [text for _, text in sorted(zip(keys, texts, strict=True), key=lambda pair: pair[0])]
 

@@ -2,12 +2,13 @@
 
 Detectors: `detect-secrets`' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, private keys,
 JWTs, ``password = "…"`` keywords, …) plus our DeepSeek/OpenAI ``sk-…`` patterns and the value
-of ``DEEPSEEK_API_KEY`` (and any other literal the caller names). They run over every decoded
-view of every file (see ``_decode``): escapes undone, base64 decoded, UTF-16/32 read, streamed
-chunks joined. Hidden files are scanned; symlinks are followed when they stay inside the
-folder and reported when they lead out. A finding carries the file, line, kind and the
-SHA-256 of the value, never the value; a reviewed false positive is allow-listed in
-``snapshot.yml`` under ``secrets_allowlist`` by exactly that file, line and hash.
+of every variable an installed model provider keeps its key in (``DEEPSEEK_API_KEY``…: each
+``dsh.models`` plugin's ``secret_env_names``), and any other literal the caller names. They run
+over every decoded view of every file (see ``_decode``): escapes undone, base64 decoded,
+UTF-16/32 read, streamed chunks joined. Hidden files are scanned; symlinks are followed when
+they stay inside the folder and reported when they lead out. A finding carries the file, line,
+kind and the SHA-256 of the value, never the value; a reviewed false positive is allow-listed
+in ``snapshot.yml`` under ``secrets_allowlist`` by exactly that file, line and hash.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
+from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
 from dsh_snapshot._scenario import META_FILE, AllowEntry
@@ -133,15 +135,18 @@ class KeyFinding:
         )
 
 
-def _literals(extra: Iterable[str]) -> tuple[str, ...]:
-    values = [os.environ.get("DEEPSEEK_API_KEY", ""), *extra]
-    return tuple(v.strip() for v in values if len(v.strip()) >= _MIN_LITERAL)
+def _literals(extra: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``(kind, value)`` of every secret value to look for: each provider's key variables,
+    then the caller's literals (the live key a recording runs with)."""
+    named = [(f"the value of {name}", os.environ.get(name, "")) for name in secret_env_names()]
+    values = [*named, *(("the value of the live API key", value) for value in extra)]
+    return tuple((k, v.strip()) for k, v in values if len(v.strip()) >= _MIN_LITERAL)
 
 
-def _hits(view: str, literals: Sequence[str]) -> Iterator[tuple[str, str]]:
-    for value in literals:
+def _hits(view: str, literals: Sequence[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    for kind, value in literals:
         if value in view:
-            yield "the value of DEEPSEEK_API_KEY", value
+            yield kind, value
     for kind, pattern in KEY_PATTERNS:
         for match in pattern.finditer(view):
             yield kind, match.group(0)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
 from dsh_snapshot._expect import json_object, seed_length
 
 __all__ = [
@@ -124,14 +125,22 @@ def _setting(settings: object, *names: str) -> str | None:
     return None
 
 
-def live_provenance(settings: object, usage: Usage, today: dt.date | None = None) -> Provenance:
-    """The provenance of a live recording made with the DeepSeek client ``settings``."""
+def live_provenance(
+    settings: object,
+    usage: Usage,
+    today: dt.date | None = None,
+    *,
+    provider: str = DEFAULT_MODEL_PROVIDER,
+) -> Provenance:
+    """The provenance of a live recording made by ``provider`` (a ``dsh.models`` name) with
+    ``settings`` (its settings object: ``model``, ``thinking``, ``reasoning_effort`` are read
+    when it has them)."""
     try:
         version = metadata.version("dsh-snapshot")
     except metadata.PackageNotFoundError:  # pragma: no cover - always installed with us
         version = "unknown"
     return Provenance(
-        provider="deepseek",
+        provider=provider,
         model=_setting(settings, "model") or "unknown",
         thinking=_setting(settings, "thinking"),
         reasoningEffort=_setting(settings, "reasoning_effort"),

@@ -11,7 +11,6 @@ a recording that meets them).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,8 @@ from rich.table import Table
 
 from dsh_snapshot._batch import summary_line
 from dsh_snapshot._engine import run, will_retry
+from dsh_snapshot._live import live_provider
+from dsh_snapshot._live import preflight_problem as provider_preflight
 from dsh_snapshot._provenance import Usage
 from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
@@ -67,15 +68,9 @@ class RecordRun:
 
 
 def preflight_problem() -> str | None:
-    """Run the endpoint preflight with the ``DEEPSEEK_*`` settings; the one-line reason to stop,
-    or ``None`` when the endpoint serves the configured model."""
-    from dsh_llm_deepseek import DeepSeekSettings, PreflightError, preflight  # noqa: PLC0415
-
-    try:
-        asyncio.run(preflight(DeepSeekSettings()))
-    except PreflightError as exc:
-        return str(exc)
-    return None
+    """Run the live provider's endpoint preflight (``DSH_RECORD_PROVIDER``, its own settings);
+    the one-line reason to stop, or ``None`` when the endpoint serves the configured model."""
+    return provider_preflight(live_provider())
 
 
 def _stats(usage: Usage) -> str:

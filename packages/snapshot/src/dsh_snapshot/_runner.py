@@ -20,6 +20,7 @@ from typing import Any
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_core import DshError
+from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
 from dsh_snapshot._agent import AgentError, AgentProcess, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -29,6 +30,7 @@ from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs
 from dsh_snapshot._keyscan import redact, scan_folder
+from dsh_snapshot._live import key_name, live_env, live_provider
 from dsh_snapshot._normalize import (
     Normalizer,
     dumps_line,
@@ -45,7 +47,7 @@ from dsh_snapshot._provenance import (
 )
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
-from dsh_snapshot._settings import Composition, Mode, SnapshotSettings
+from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
@@ -64,7 +66,7 @@ class ScenarioResult:
 
     scenario: Scenario
     settings: SnapshotSettings
-    composition: Composition = "jsonl"
+    persistence: str = DEFAULT_STORE_BACKEND
     ok: bool = False
     failures: list[str] = field(default_factory=list[str])
     differences: list[Difference] = field(default_factory=list[Difference])
@@ -270,7 +272,7 @@ def _compare(
 def run_scenario(
     scenario: Scenario,
     settings: SnapshotSettings | None = None,
-    composition: Composition = "jsonl",
+    persistence: str = DEFAULT_STORE_BACKEND,
     agents: WarmAgents | None = None,
 ) -> ScenarioResult:
     """Run one scenario with one persistence backend through the real agent and compare (or
@@ -280,7 +282,7 @@ def run_scenario(
     Never raises for a scenario problem: everything that went wrong is in the result.
     """
     settings = settings or SnapshotSettings()
-    result = ScenarioResult(scenario, settings, composition)
+    result = ScenarioResult(scenario, settings, persistence)
     started = time.perf_counter()
     try:
         # Links are refused before any file of the scenario is read (SECURITY.md); then a
@@ -336,7 +338,7 @@ def _run(
         root.mkdir()
         env = {
             "DSH_SESSIONS_ROOT": str(root),
-            "DSH_PERSISTENCE": result.composition,
+            "DSH_PERSISTENCE": result.persistence,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
         replaying = settings.replaying or scenario.authored
@@ -364,11 +366,11 @@ def _run(
                     "DEEPSEEK_SEND_SESSION_ID": "true",
                 }
             else:
-                if not settings.key:
-                    raise AgentError("record needs DEEPSEEK_API_KEY")
-                # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
-                env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
-                env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": settings.key}
+                provider = live_provider()
+                if not settings.key and key_name(provider) is not None:
+                    raise AgentError(f"record needs {key_name(provider)}")
+                # Every setting of the provider (model, thinking, base URL…) reaches the agent.
+                env |= live_env(provider, settings.key)
             server = stack.enter_context(agents.lease()) if agents is not None else None
             agent = AgentProcess(cwd, base_env(env), settings.timeout, fork_server=server)
             try:
@@ -379,7 +381,7 @@ def _run(
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         # Each harvested log is parsed once: ordering, names and normalising share it.
-        parsed = harvest_logs(root, result.composition)
+        parsed = harvest_logs(root, result.persistence)
         result.sessions = len(parsed)
         cwds, ids = logs_cwds_and_ids(parsed)
         norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
@@ -410,12 +412,12 @@ def _run(
                 )
             provenance = None
             if recording == "live" and settings.mode == "record":
-                from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415 - live record only
-
-                provenance = live_provenance(DeepSeekSettings(), result.usage)
+                provider = live_provider()
+                live = provider.settings_model() if provider.settings_model else None
+                provenance = live_provenance(live, result.usage, provider=provider.name)
             elif recording == "live" and scenario.meta is not None:
                 # A refresh replays the live recording: it is still the one made then, with
-                # that model on that day, whatever the local DEEPSEEK_* settings or date say.
+                # that model on that day, whatever the local provider settings or date say.
                 provenance = scenario.meta.provenance
             result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:

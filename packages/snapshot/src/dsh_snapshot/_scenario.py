@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LogFormatError, LoopProfile, read_log
 from dsh_llm_replay import ReplayError, load_override
@@ -100,7 +100,13 @@ class SnapshotMeta(BaseModel):
 
     version: Literal[1]
     profile: str = Field(min_length=1)
-    composition: Literal["default", "jsonl", "sqlite"] = "default"
+    persistence: str = Field(
+        default="default",
+        min_length=1,
+        # ``composition`` is the key's old name (deprecated: one setting, one name).
+        validation_alias=AliasChoices("persistence", "composition"),
+    )
+    """``default`` (every store backend asked for) or one backend's name, which pins it."""
     recording: Recording
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
     """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
@@ -214,11 +220,11 @@ class Scenario:
             return self.meta.loop
         return detect_loop_profile(self.session_files)
 
-    def compositions(self, requested: Sequence[str]) -> list[str]:
-        """The persistence backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
-        if self.meta is None or self.meta.composition == "default":
+    def persistences(self, requested: Sequence[str]) -> list[str]:
+        """The store backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
+        if self.meta is None or self.meta.persistence == "default":
             return list(requested)
-        return [self.meta.composition]
+        return [self.meta.persistence]
 
     def needs(self, *, recordings: bool = True) -> list[str]:
         """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);

@@ -9,13 +9,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dsh_core import LoopProfile
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_snapshot._compat import Allowances
 
-__all__ = ["Check", "Composition", "Mode", "SnapshotSettings"]
+__all__ = ["Check", "Mode", "SnapshotSettings"]
 
 Mode = Literal["replay", "refresh", "record", "record-scripted"]
-Composition = Literal["jsonl", "sqlite"]
 Check = Literal["fixtures", "messages"]
+
+
+def _installed() -> tuple[str, ...]:
+    """Every installed store backend, the default one first (the one outputs are written from)."""
+    names = store_backend_names()
+    return tuple(sorted(names, key=lambda name: name != DEFAULT_STORE_BACKEND))
 
 
 class SnapshotSettings(BaseModel):
@@ -27,9 +33,9 @@ class SnapshotSettings(BaseModel):
             case-insensitive (empty: all).
         mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record``
             (live API, rewrite outputs) or ``record-scripted`` (scripted model server).
-        compositions: the persistence backends each scenario runs with, unless its
-            ``snapshot.yml`` pins one; the writing modes run the first only (outputs are
-            written once).
+        persistences: the store backends (``dsh.stores`` plugin names) each scenario runs
+            with, unless its ``snapshot.yml`` pins one; default: every installed backend. The
+            writing modes run the first only (outputs are written once).
         jobs: runs at a time.
         cold: start every agent as a fresh interpreter instead of forking it from a warm,
             pre-imported one per worker (:class:`dsh_snapshot.WarmAgents`).
@@ -55,7 +61,7 @@ class SnapshotSettings(BaseModel):
     paths: tuple[Path, ...] = ()
     names: tuple[str, ...] = ()
     mode: Mode = "replay"
-    compositions: tuple[Composition, ...] = Field(default=("jsonl", "sqlite"), min_length=1)
+    persistences: tuple[str, ...] = Field(default_factory=_installed, min_length=1)
     jobs: int = Field(default=1, ge=1)
     cold: bool = False
     timeout: float = Field(default=60.0, gt=0)
@@ -73,9 +79,9 @@ class SnapshotSettings(BaseModel):
         return self.mode in ("replay", "refresh")
 
     @property
-    def run_compositions(self) -> tuple[Composition, ...]:
+    def run_persistences(self) -> tuple[str, ...]:
         """The backends to run: all in ``replay``; only the first where outputs are written."""
-        return self.compositions if self.mode == "replay" else self.compositions[:1]
+        return self.persistences if self.mode == "replay" else self.persistences[:1]
 
     @property
     def key(self) -> str | None:

@@ -23,18 +23,19 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
+from dsh_core.plugins import PluginError, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import Selection, run, select
+from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
-from dsh_snapshot._settings import Composition, SnapshotSettings
+from dsh_snapshot._settings import SnapshotSettings
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
 
-_COMPOSITIONS: tuple[Composition, ...] = ("jsonl", "sqlite")
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_EPILOG = (
@@ -77,15 +78,16 @@ def _number(kind: type[int] | type[float], least: float, what: str) -> Callable[
     return parse
 
 
-def _compositions(text: str) -> list[Composition]:
+def _persistences(text: str) -> list[str]:
+    """``--persistence``: comma-separated names of installed store backends (``dsh.stores``)."""
     names = [c.strip() for c in text.split(",") if c.strip()]
-    bad = [n for n in names if n not in _COMPOSITIONS]
+    known = store_backend_names()
+    bad = [n for n in names if n not in known]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown composition {', '.join(bad) or repr(text)}; "
-            f"choose from {', '.join(_COMPOSITIONS)}"
+            f"unknown store backend {', '.join(bad) or repr(text)}; choose from {', '.join(known)}"
         )
-    return cast(list[Composition], names)
+    return names
 
 
 def _version() -> str:
@@ -149,10 +151,16 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "replay":
             cmd.add_argument(
-                "--composition",
-                type=_compositions,
-                default=_compositions("jsonl,sqlite"),
-                help="comma-separated persistence backends (default jsonl,sqlite)",
+                "--persistence",
+                type=_persistences,
+                default=None,
+                metavar="NAMES",
+                help="comma-separated store backends (default: every installed one, "
+                f"now {','.join(store_backend_names())})",
+            )
+            # The option's old name: one setting has one name now (snapshot.yml's key too).
+            cmd.add_argument(
+                "--composition", type=_persistences, default=None, help=argparse.SUPPRESS
             )
         if name == "record":
             cmd.add_argument(
@@ -181,11 +189,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def record_key() -> str | None:
-    """``DEEPSEEK_API_KEY`` after loading ``./.env`` (record mode is the only caller)."""
+    """The live provider's key (``DEEPSEEK_API_KEY`` for ``deepseek``, see
+    ``DSH_RECORD_PROVIDER``) after loading ``./.env`` (record mode is the only caller)."""
     from dotenv import load_dotenv  # noqa: PLC0415 - .env is read in record mode only
 
     load_dotenv(Path.cwd() / ".env", override=False)
-    key = os.environ.get("DEEPSEEK_API_KEY", "").strip()
+    name = key_name(live_provider())
+    key = os.environ.get(name, "").strip() if name is not None else "no key needed"
     return key or None
 
 
@@ -235,11 +245,16 @@ def _list(
 
 def _record(console: Console, scenarios: Sequence[Scenario], settings: SnapshotSettings) -> int:
     if settings.mode == "record":
+        try:
+            live_provider()
+        except PluginError as exc:  # DSH_RECORD_PROVIDER names nothing usable
+            print(f"dsh-snapshot record: {exc}", file=sys.stderr)
+            return _EXIT_USAGE
         api_key = record_key()
         if api_key is None:
             print(
-                "dsh-snapshot record: skipped: no DEEPSEEK_API_KEY in the environment or "
-                "./.env (use `dsh-snapshot record --scripted` to record keylessly)"
+                f"dsh-snapshot record: skipped: no {key_name(live_provider())} in the environment "
+                "or ./.env (use `dsh-snapshot record --scripted` to record keylessly)"
             )
             return 0
         problem = preflight_problem()
@@ -271,7 +286,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
             "cold": cast(bool, args.cold),
         }
     if command == "replay":
-        fields["compositions"] = tuple(cast(list[Composition], args.composition))
+        fields["persistences"] = tuple(_chosen_persistences(args))
     elif command == "refresh":
         fields["mode"] = "refresh"
     elif command == "record":
@@ -323,6 +338,15 @@ def _run(console: Console, command: str, settings: SnapshotSettings, selection: 
     results = run(settings, selection.scenarios)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
+
+
+def _chosen_persistences(ns: argparse.Namespace) -> list[str]:
+    chosen = cast(list[str] | None, ns.persistence)
+    old = cast(list[str] | None, ns.composition)
+    if old is not None:
+        print("dsh-snapshot: --composition is deprecated, use --persistence", file=sys.stderr)
+        chosen = chosen or old
+    return chosen or store_backend_names()
 
 
 if __name__ == "__main__":

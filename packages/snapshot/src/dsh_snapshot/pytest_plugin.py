@@ -1,8 +1,9 @@
-"""pytest plugin: each scenario folder × composition is one test item.
+"""pytest plugin: each scenario folder × store backend is one test item.
 
 Inert unless asked: without ``--dsh-snapshots`` it adds one option and collects nothing, so
 ordinary runs over ``packages/`` and ``tests/`` are untouched. With it, every folder holding
-``input.json`` under the given paths becomes a collector whose items are named by composition::
+``input.json`` under the given paths becomes a collector whose items are named by store
+backend (a ``dsh.stores`` plugin)::
 
     pytest --dsh-snapshots snapshots -n auto
     pytest --dsh-snapshots snapshots --splits 2 --group 1      # pytest-split, .test_durations
@@ -13,7 +14,9 @@ The mode comes from ``DSH_SNAPSHOT`` (``replay`` by default, ``refresh``, ``reco
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect scenario folders (holding input.json) as tests",
     )
     group.addoption(
-        "--dsh-composition",
-        default="jsonl,sqlite",
-        help="comma-separated persistence backends per scenario (jsonl,sqlite)",
+        "--dsh-persistence",
+        default=None,
+        help="comma-separated store backends per scenario (default: every installed one)",
     )
+    # The option's old name: one setting has one name now (snapshot.yml's key too).
+    group.addoption("--dsh-composition", default=None, help=argparse.SUPPRESS)
     group.addoption(
         "--dsh-timeout",
         type=float,
@@ -60,6 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
+        if config.getoption("dsh_composition") is not None:
+            print(
+                "dsh-snapshot: --dsh-composition is deprecated, use --dsh-persistence",
+                file=sys.stderr,
+            )
 
 
 class _Summary:
@@ -95,28 +105,41 @@ class _Summary:
 
 
 class ScenarioFolder(pytest.Directory):
-    """A scenario folder; yields one :class:`ScenarioItem` per composition."""
+    """A scenario folder; yields one :class:`ScenarioItem` per store backend."""
 
     def collect(self) -> Iterator[pytest.Item]:
         from dsh_snapshot._scenario import load_scenario  # noqa: PLC0415 - keep the plugin inert and cheap
 
         scenario = load_scenario(self.path)
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
-        compositions = [
-            c.strip() for c in str(self.config.getoption("dsh_composition")).split(",") if c.strip()
-        ]
+        from dsh_core.plugins import (  # noqa: PLC0415 - keep the plugin inert and cheap
+            DEFAULT_STORE_BACKEND,
+            store_backend_names,
+        )
+
+        known = store_backend_names()
+        chosen = _chosen_persistences(self.config) or known
         if mode != "replay":
-            compositions = ["jsonl"]  # outputs are written once, from the JSONL run
-        for composition in scenario.compositions(compositions):
-            if composition not in ("jsonl", "sqlite"):
-                raise pytest.UsageError(f"--dsh-composition: unknown backend {composition!r}")
+            chosen = [DEFAULT_STORE_BACKEND]  # outputs are written once, from one run
+        for persistence in scenario.persistences(chosen):
+            if persistence not in known:
+                raise pytest.UsageError(
+                    f"--dsh-persistence: unknown store backend {persistence!r}; "
+                    f"choose from {', '.join(known)}"
+                )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
-                name=f"{scenario.name}[{composition}]",
+                name=f"{scenario.name}[{persistence}]",
                 scenario=scenario,
-                composition=composition,
+                persistence=persistence,
                 mode=mode,
             )
+
+
+def _chosen_persistences(config: pytest.Config) -> list[str]:
+    text = config.getoption("dsh_persistence")
+    text = text or config.getoption("dsh_composition")
+    return [c.strip() for c in str(text or "").split(",") if c.strip()]
 
 
 _PREFLIGHT: list[str | None] = []
@@ -133,12 +156,12 @@ def _preflight_once() -> None:
 
 
 class ScenarioItem(pytest.Item):
-    """Run one scenario with one persistence backend in the mode ``DSH_SNAPSHOT`` names."""
+    """Run one scenario with one store backend in the mode ``DSH_SNAPSHOT`` names."""
 
-    def __init__(self, *, scenario: Any, composition: str, mode: str, **kwargs: Any) -> None:
+    def __init__(self, *, scenario: Any, persistence: str, mode: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self.scenario = scenario
-        self.composition = composition
+        self.persistence = persistence
         self.mode = mode
 
     def runtest(self) -> None:
@@ -151,14 +174,16 @@ class ScenarioItem(pytest.Item):
 
             api_key = record_key()
             if api_key is None:
-                pytest.skip("record: no DEEPSEEK_API_KEY in the environment or ./.env")
+                from dsh_snapshot._live import key_name, live_provider  # noqa: PLC0415 - record only
+
+                pytest.skip(f"record: no {key_name(live_provider())} in the environment or ./.env")
             _preflight_once()
         # One item is one engine run of one scenario with one backend; pytest-xdist is the
         # parallelism, so the engine runs it cold (no warm fork server per item).
         settings = SnapshotSettings.model_validate(
             {
                 "mode": self.mode,
-                "compositions": (self.composition,),
+                "persistences": (self.persistence,),
                 "timeout": float(str(self.config.getoption("dsh_timeout"))),
                 "cold": True,
                 "api_key": api_key,

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
 from dsh_core import SessionLog, read_log_text
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, model_env_prefixes, store_backend
 
 __all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
 
@@ -38,10 +39,10 @@ class ResponseError(AssertionError):
 
 
 def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
-    """This environment minus every ``DSH_*``/``DEEPSEEK_*`` variable, plus ``overrides``."""
-    env = {
-        key: value for key, value in os.environ.items() if not key.startswith(("DSH_", "DEEPSEEK_"))
-    }
+    """This environment minus every ``DSH_*`` variable and every installed model provider's
+    (``DEEPSEEK_*``…), plus ``overrides``."""
+    dropped = ("DSH_", *model_env_prefixes())
+    env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
     env.update(overrides)
     return env
 
@@ -419,11 +420,11 @@ class AgentRun:
         assert agent.stray_lines == [], agent.stray_lines
 
     def log(self, session_id: str) -> SessionLog:
-        """The stored JSONL log of ``session_id``, read from disk."""
-        path = self.sessions_root / f"{session_id}.jsonl"
-        return read_log_text(path.read_text(encoding="utf-8"), str(path))
+        """The stored log of ``session_id``, exported by the run's store backend."""
+        backend = store_backend(self.env.get("DSH_PERSISTENCE", DEFAULT_STORE_BACKEND))
+        return read_log_text(backend.export_log(self.sessions_root, session_id), session_id)
 
     def logs(self) -> list[SessionLog]:
-        """Every stored JSONL log, ordered by ``(createdAt, id)``."""
-        found = [self.log(path.stem) for path in self.sessions_root.glob("*.jsonl")]
-        return sorted(found, key=lambda log: (log.header.created_at, log.header.id))
+        """Every stored log, ordered by ``(createdAt, id)``."""
+        backend = store_backend(self.env.get("DSH_PERSISTENCE", DEFAULT_STORE_BACKEND))
+        return [self.log(header.id) for header in backend.list_sessions(self.sessions_root)]

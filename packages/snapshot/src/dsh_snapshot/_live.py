@@ -1,0 +1,66 @@
+"""The model provider a live recording runs against, found by its ``dsh.models`` name.
+
+``DSH_RECORD_PROVIDER`` names it (default ``dsh_core.plugins.DEFAULT_MODEL_PROVIDER``); its
+factory says which variables configure it (its settings' ``env_prefix``) and which one holds
+the key (``secret_env_names``), so nothing here knows a provider by name.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, ModelProvider, model_provider
+
+__all__ = ["LiveSettings", "key_name", "live_env", "live_provider", "preflight_problem"]
+
+
+class LiveSettings(BaseSettings):
+    """``DSH_RECORD_PROVIDER``: the ``dsh.models`` plugin a live recording uses."""
+
+    model_config = SettingsConfigDict(env_prefix="DSH_RECORD_", extra="ignore")
+
+    provider: str = DEFAULT_MODEL_PROVIDER
+
+
+def live_provider() -> ModelProvider:
+    """The provider ``DSH_RECORD_PROVIDER`` names.
+
+    Raises:
+        dsh_core.plugins.PluginError: it is not installed, or broken.
+    """
+    return model_provider(LiveSettings().provider)
+
+
+def key_name(provider: ModelProvider) -> str | None:
+    """The variable holding the provider's key (its first secret), or ``None``: it needs none."""
+    return provider.secret_env_names[0] if provider.secret_env_names else None
+
+
+def _env_prefix(provider: ModelProvider) -> str:
+    if provider.settings_model is None:
+        return ""
+    return str(provider.settings_model.model_config.get("env_prefix") or "")
+
+
+def live_env(provider: ModelProvider, api_key: str | None) -> dict[str, str]:
+    """What the agent of a live recording gets: the provider's name, every one of its settings
+    set here (``DEEPSEEK_MODEL``, ``DEEPSEEK_THINKING``…) and the key."""
+    prefix = _env_prefix(provider)
+    env = {k: v for k, v in os.environ.items() if prefix and k.startswith(prefix) and v}
+    env["DSH_MODEL_CLIENT"] = provider.name
+    name = key_name(provider)
+    if name is not None and api_key:
+        env[name] = api_key
+    return env
+
+
+def preflight_problem(provider: ModelProvider) -> str | None:
+    """The provider's own check of its endpoint, when it has one (``preflight() -> str | None``):
+    the one-line reason to stop before any scenario, or ``None``."""
+    check = getattr(provider, "preflight", None)
+    if not callable(check):
+        return None
+    problem = check()
+    return None if problem is None else str(problem)
