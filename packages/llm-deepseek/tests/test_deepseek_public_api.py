@@ -30,6 +30,7 @@ def test_public_names() -> None:
         "Router",
         "ScriptDocument",
         "ScriptError",
+        "ScriptItem",
         "ScriptLibrary",
         "ScriptedModelServer",
         "load_script_file",

@@ -1,8 +1,9 @@
 """dsh-core: the DSH session model and the contracts every dsh package builds on.
 
 Events and headers (the DSH log format, version 0), the log reader and writer, ``Session``,
-the ``SessionStore``, ``ModelClient``, ``Tool`` and ``SubagentBackend`` protocols, and the
-agent loop.
+the ``SessionStore``, ``ModelClient``, ``Tool`` and ``SubagentBackend`` protocols, the
+agent loop, and the one script player every scripted model shares (entries, derivation of a
+recorded session's script, binding of live sessions to scripts).
 """
 
 from dsh_core._agent import (
@@ -102,6 +103,19 @@ from dsh_core._sandbox import (
     is_secret_name,
     tool_environment,
 )
+from dsh_core._script_player import (
+    PARTIAL_TEXT,
+    ChunksEntry,
+    HangEntry,
+    PlayerBinding,
+    PlayerScript,
+    ScriptEntry,
+    ScriptPlayer,
+    ThrowEntry,
+    UnterminatedCallError,
+    derive_replay_script,
+    play_entry,
+)
 from dsh_core._session import (
     CreateOptions,
     Session,
@@ -184,6 +198,18 @@ __all__ = [
     "UserMessage",
     "is_parallel_safe",
     "validate_arguments",
+    # scripted model calls: entries, derivation from a log, the player
+    "PARTIAL_TEXT",
+    "ChunksEntry",
+    "HangEntry",
+    "PlayerBinding",
+    "PlayerScript",
+    "ScriptEntry",
+    "ScriptPlayer",
+    "ThrowEntry",
+    "UnterminatedCallError",
+    "derive_replay_script",
+    "play_entry",
     # errors
     "DshError",
     "LogFormatError",

@@ -1,7 +1,10 @@
-"""Scripts of the scripted model server: responses, faults, pauses, and the JSON file format.
+r"""Scripts of the scripted model server: responses, faults, pauses, and the JSON file format.
 
-A script is a list of responses, one per ``POST /chat/completions`` of a session. A response is
-a list of dsh chunks (optionally with :class:`Pause` markers) or a :class:`Fault`. The file
+A script is a list of responses, one per ``POST /chat/completions`` of a session, in the entry
+vocabulary of ``dsh_core``'s script player: a ``ChunksEntry`` (or a bare list of dsh chunks,
+optionally with :class:`Pause` markers), a ``ThrowEntry`` (sent as its HTTP status), a
+``HangEntry`` (its partial text, then nothing until the server closes), or one of the
+HTTP-only :class:`Fault`\ s. The file
 format is ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
 ``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte" | "empty" | "raw", …}}``.
 """
@@ -17,12 +20,13 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_core import Chunk, DshError
+from dsh_core import Chunk, ChunksEntry, DshError, HangEntry, ScriptEntry, ThrowEntry
 
 __all__ = [
     "Fault",
     "Pause",
     "Response",
+    "ScriptItem",
     "ScriptDocument",
     "ScriptError",
     "load_script_file",
@@ -145,7 +149,10 @@ class Fault:
 
 
 Response = Sequence[Chunk | Pause] | Fault
-"""One scripted answer: a chunk list (optionally with pauses) or a fault."""
+"""One answer as the server plays it: a chunk list (optionally with pauses) or a fault."""
+
+ScriptItem = Response | ScriptEntry
+"""One answer as a script gives it: a ``Response`` or a ``dsh_core`` script entry."""
 
 
 def _filler(deltas: int, *, finish: bool = False) -> tuple[Chunk, ...]:
@@ -386,10 +393,31 @@ def validate_chunks(raw: object, source: str, path: str) -> list[Chunk]:
     ]
 
 
+def _from_entry(entry: ScriptEntry, source: str, where: str) -> Response:
+    """The HTTP answer that plays ``entry``."""
+    if isinstance(entry, ChunksEntry):
+        return validate_chunks(list(entry.chunks), source, f"{where}.chunks")
+    if isinstance(entry, ThrowEntry):
+        if entry.chunks or entry.status is None or not 400 <= entry.status <= 599:
+            raise ScriptError(
+                source,
+                where,
+                "over HTTP a ThrowEntry is an error status: it needs a 4xx or 5xx status and "
+                "no chunks (use Fault.drop_after to fail a stream midway)",
+            )
+        return Fault.status(entry.status, message=entry.message)
+    if entry.ready_file is not None:
+        raise ScriptError(
+            source, where, "a HangEntry's ready_file is a replay marker; the server has none"
+        )
+    # Never released: the stream stops after the partial text until the server closes.
+    return [*validate_chunks(list(entry.chunks), source, f"{where}.chunks"), Pause()]
+
+
 def validate_script(
     raw: object, source: str = "<script>", path: str = "responses"
 ) -> list[Response]:
-    """Check one session's script given in Python: chunk lists (with pauses) and faults.
+    """Check one session's script given in Python: entries, chunk lists (with pauses), faults.
 
     Raises:
         ScriptError: naming the response and chunk that is wrong.
@@ -402,8 +430,11 @@ def validate_script(
         if isinstance(response, Fault):
             out.append(response)
             continue
+        if isinstance(response, ChunksEntry | ThrowEntry | HangEntry):
+            out.append(_from_entry(response, source, where))
+            continue
         if not isinstance(response, Sequence) or isinstance(response, str | bytes):
-            raise ScriptError(source, where, "expected a chunk list or a Fault")
+            raise ScriptError(source, where, "expected a script entry, a chunk list or a Fault")
         items: list[Chunk | Pause] = []
         for k, item in enumerate(cast(Sequence[Any], response)):
             if isinstance(item, Pause):
