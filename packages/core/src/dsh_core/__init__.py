@@ -85,6 +85,7 @@ from dsh_core._loop_profile import (
 )
 from dsh_core._messages import messages_from_events
 from dsh_core._model import (
+    ALLOW_MODEL_REQUESTS_ENV,
     AssistantMessage,
     Delegation,
     Message,
@@ -182,6 +183,7 @@ __all__ = [
     "now_ms",
     "prepare_header",
     # model, tools, subagents
+    "ALLOW_MODEL_REQUESTS_ENV",
     "AssistantMessage",
     "Delegation",
     "Message",

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from dsh_core import DshError
 from dsh_llm_deepseek._failures import backoff, retry_after_seconds
+from dsh_llm_deepseek._guard import check_model_request_allowed
 from dsh_llm_deepseek._redact import Redactor, one_line, summarise_body
 from dsh_llm_deepseek._settings import DeepSeekSettings
 
@@ -86,9 +87,12 @@ async def preflight(
 
     Raises:
         PreflightError: the run cannot start; ``str()`` is one line saying what to do.
+        ModelRequestsDisabledError: live calls are off (``ALLOW_MODEL_REQUESTS``) and
+            ``base_url`` is not on a loopback host; raised before any connection.
     """
     base = settings.base_url.rstrip("/")
     url = f"{base}/models"
+    check_model_request_allowed(url, transport)
     key = settings.api_key
     if key is None or not key.get_secret_value().strip():
         raise PreflightError(

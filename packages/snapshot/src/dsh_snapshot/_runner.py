@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh_core import DshError
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -222,6 +222,8 @@ def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str,
         "DSH_MODEL_CLIENT": "replay",
         "DSH_SNAPSHOT_FILE": str(primary),
         "DSH_REPLAY_REPORT": str(tmp / "replay-report.json"),
+        # A replayed run never needs a live model: if anything tries, it is refused.
+        ALLOW_MODEL_REQUESTS_ENV: "0",
     }
     if scenario.child_files:
         env["DSH_SNAPSHOT_CHILD_FILES"] = os.pathsep.join(str(p) for p in scenario.child_files)
