@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import Chunk, SessionLog, Usage, read_log_text
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, Chunk, SessionLog, Usage, read_log_text
 
 __all__ = [
     "AgentProcess",
@@ -53,9 +53,14 @@ class ResponseError(AssertionError):
 
 
 def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
-    """This environment minus every ``DSH_*``/``DEEPSEEK_*`` variable, plus ``overrides``."""
+    """This environment minus every ``DSH_*``/``DEEPSEEK_*`` variable, plus ``overrides``.
+
+    ``DSH_ALLOW_MODEL_REQUESTS`` is kept: a test run's "no live calls" reaches its agents.
+    """
     env = {
-        key: value for key, value in os.environ.items() if not key.startswith(("DSH_", "DEEPSEEK_"))
+        key: value
+        for key, value in os.environ.items()
+        if key == ALLOW_MODEL_REQUESTS_ENV or not key.startswith(("DSH_", "DEEPSEEK_"))
     }
     env.update(overrides)
     return env

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
-from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
+from dsh_snapshot._agent import AgentError, AgentProcess, as_object
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
@@ -404,7 +405,8 @@ def _run(
                 env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
             server = stack.enter_context(agents.lease()) if agents is not None else None
-            agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
+            # A scenario must not depend on what the caller exported; a replay never sees a key.
+            agent = AgentProcess(cwd, agent_environment(env), options.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)
