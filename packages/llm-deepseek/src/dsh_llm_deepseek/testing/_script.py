@@ -4,7 +4,7 @@ A script is a list of responses, one per ``POST /chat/completions`` of a session
 vocabulary of ``dsh_core``'s script player: a ``ChunksEntry`` (or a bare list of dsh chunks,
 optionally with :class:`Pause` markers), a ``ThrowEntry`` (sent as its HTTP status), a
 ``HangEntry`` (its partial text, then nothing until the server closes), or one of the
-HTTP-only :class:`Fault`\ s. The file
+HTTP-only :class:`Fault`\\ s. The file
 format is ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
 ``{"fault": {"kind": "status" | "drop-after" | "slow-first-byte" | "empty" | "raw", …}}``.
 """
