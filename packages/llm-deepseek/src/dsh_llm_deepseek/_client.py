@@ -193,9 +193,9 @@ class DeepSeekClient:
             ModelRequestsDisabledError: live calls are off (``ALLOW_MODEL_REQUESTS``) and
                 ``base_url`` is not on a loopback host; raised before any connection.
         """
-        check_model_request_allowed(self._url, self._transport)
         if self._auth is None:
             raise ModelError("DeepSeek API key is not set (DEEPSEEK_API_KEY)", code="AUTH")
+        check_model_request_allowed(self._url, self._transport)
         s = self._settings
         body = build_body(
             request,

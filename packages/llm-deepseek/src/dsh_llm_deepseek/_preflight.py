@@ -92,12 +92,12 @@ async def preflight(
     """
     base = settings.base_url.rstrip("/")
     url = f"{base}/models"
-    check_model_request_allowed(url, transport)
     key = settings.api_key
     if key is None or not key.get_secret_value().strip():
         raise PreflightError(
             "no-key", "no DeepSeek API key: set DEEPSEEK_API_KEY (or put it in ./.env) and rerun"
         )
+    check_model_request_allowed(url, transport)
     attempt = 1
     while True:
         fetched = await _fetch(url, key, settings, transport)
