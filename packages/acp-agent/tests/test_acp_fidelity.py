@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from dsh_acp_agent.testing import AgentRun
-from dsh_core import read_log_text
-from dsh_core.testing import chunk_groups
+from dsh_core import ChunksEntry, derive_replay_script, read_log_text
 from dsh_llm_deepseek.testing import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.corpus]
@@ -27,15 +26,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.corpus]
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _scripts(folder: Path) -> list[list[list[Any]]]:
+def _scripts(folder: Path) -> list[list[ChunksEntry]]:
     """One script per recorded session: the primary first, then children in file order."""
     files = [folder / "session.jsonl"]
     files += sorted(folder.glob("session.*.jsonl"), key=lambda p: int(p.name.split(".")[1]))
-    scripts: list[list[list[Any]]] = []
+    scripts: list[list[ChunksEntry]] = []
     for path in files:
         log = read_log_text(path.read_text(encoding="utf-8"), str(path))
         own = log.events[log.header.seed_length or 0 :]
-        scripts.append([list(group) for group in chunk_groups(own)])
+        scripts.append(derive_replay_script(own))
     return scripts
 
 

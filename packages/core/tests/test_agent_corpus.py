@@ -19,17 +19,17 @@ from dsh_core import (
     BashTool,
     CreateOptions,
     Event,
-    ModelError,
+    HangEntry,
     Session,
     SessionLog,
     SessionMeta,
+    ThrowEntry,
+    derive_replay_script,
     read_log_text,
 )
 from dsh_core.testing import (
-    Hang,
     InMemorySessionStore,
     ScriptedModel,
-    chunk_groups,
     normalized_rows,
     upstream_corpus,
 )
@@ -63,7 +63,7 @@ async def _play(
     """Run every prompt of the recording against its own chunks; return the parts."""
     log = _fixture(scenario)
     store = InMemorySessionStore()
-    model = ScriptedModel([chunk_groups(log.events) if script is None else script])
+    model = ScriptedModel([derive_replay_script(log.events) if script is None else script])
     agent = Agent(model, store, [BashTool()])
     session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     for prompt in _prompts(log):
@@ -104,7 +104,7 @@ async def test_multi_turn_matches_june(tmp_path: Path) -> None:
 
 
 async def test_error_finish_matches_june(tmp_path: Path) -> None:
-    error = ModelError("simulated provider error (HTTP 401)", code="AUTH", status=401)
+    error = ThrowEntry((), "simulated provider error (HTTP 401)", "AUTH", 401)
     log, store, session, _ = await _play("error-finish", tmp_path, [error])
     _assert_same(log, store, session)
 
@@ -112,7 +112,7 @@ async def test_error_finish_matches_june(tmp_path: Path) -> None:
 async def test_cancel_matches_june(tmp_path: Path) -> None:
     log = _fixture("cancel")
     store = InMemorySessionStore()
-    agent = Agent(ScriptedModel([[Hang()]]), store, [BashTool()])
+    agent = Agent(ScriptedModel([[HangEntry()]]), store, [BashTool()])
     session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     hanging = asyncio.Event()
 

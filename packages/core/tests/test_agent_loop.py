@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,11 @@ from dsh_core import (
     Chunk,
     CreateOptions,
     Event,
-    ModelError,
+    HangEntry,
+    ModelRequest,
     Session,
     SessionMeta,
+    ThrowEntry,
     ToolContext,
     ToolOutcome,
     ToolSpec,
@@ -25,7 +27,7 @@ from dsh_core import (
     turn_end,
     turn_start,
 )
-from dsh_core.testing import Hang, InMemorySessionStore, Raise, ScriptedModel
+from dsh_core.testing import InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -126,6 +128,18 @@ def _setup(
     model = ScriptedModel([list(script)])
     agent = Agent(model, store, list(tools), config or AgentConfig())
     return agent, store, store.create(CreateOptions(meta=SessionMeta(cwd="/"))), model
+
+
+class _BrokenModel:
+    """A model client whose stream fails with something other than a ``ModelError``."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        for chunk in ():
+            yield chunk
+        raise ValueError("bad frame")
+
+    async def aclose(self) -> None:
+        pass
 
 
 def _of(session: Session, kind: str) -> list[dict[str, Any]]:
@@ -245,7 +259,7 @@ async def test_max_tokens_finish_ends_the_turn_as_max_tokens() -> None:
 
 async def test_model_error_mid_stream_keeps_partial_chunks() -> None:
     partial = _text("half")[:2]
-    agent, store, session, _ = _setup([Raise(ModelError("rate limited", code="RATE"), partial)])
+    agent, store, session, _ = _setup([ThrowEntry(tuple(partial), "rate limited", "RATE")])
     outcome = await agent.run_turn(session, "go")
     assert outcome.kind == "error"
     assert outcome.error is not None
@@ -265,13 +279,15 @@ async def test_model_error_mid_stream_keeps_partial_chunks() -> None:
 
 
 async def test_model_error_without_code_omits_it() -> None:
-    agent, _, session, _ = _setup([ModelError("no code")])
+    agent, _, session, _ = _setup([ThrowEntry((), "no code")])
     await agent.run_turn(session, "go")
     assert session.events[-1].data["reason"] == {"kind": "error", "step": 1, "message": "no code"}
 
 
 async def test_any_other_model_failure_is_internal() -> None:
-    agent, _, session, _ = _setup([Raise(ValueError("bad frame"))])
+    store = InMemorySessionStore()
+    agent = Agent(_BrokenModel(), store, [], AgentConfig())
+    session = store.create(CreateOptions(meta=SessionMeta(cwd="/")))
     outcome = await agent.run_turn(session, "go")
     assert outcome.error is not None
     assert session.events[-1].data["reason"] == {
@@ -350,7 +366,7 @@ async def test_cancel_during_a_tool_closes_the_turn_and_returns_aborted() -> Non
 
 
 async def test_cancel_while_streaming_keeps_chunks_and_writes_no_message() -> None:
-    agent, store, session, _ = _setup([Hang(_text("abc")[:2])])
+    agent, store, session, _ = _setup([HangEntry(chunks=tuple(_text("abc")[:2]))])
     seen: list[Event] = []
     streaming = asyncio.Event()
 
@@ -370,7 +386,7 @@ async def test_cancel_while_streaming_keeps_chunks_and_writes_no_message() -> No
 
 
 async def test_cancel_in_the_callers_own_task_is_consumed() -> None:
-    agent, _, session, _ = _setup([Hang()])
+    agent, _, session, _ = _setup([HangEntry()])
 
     streaming = asyncio.Event()
 

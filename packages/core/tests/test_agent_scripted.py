@@ -1,4 +1,4 @@
-"""``ScriptedModel`` and ``chunk_groups``, the agent's in-process model double."""
+"""``ScriptedModel``, the agent's in-process model double, and ``derive_replay_script``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,19 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from dsh_core import Chunk, Event, ModelClient, ModelError, ModelRequest
-from dsh_core.testing import Hang, Raise, ScriptedModel, ScriptError, chunk_groups
+from dsh_core import (
+    Chunk,
+    ChunksEntry,
+    Event,
+    HangEntry,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    ThrowEntry,
+    UnterminatedCallError,
+    derive_replay_script,
+)
+from dsh_core.testing import ScriptedModel, ScriptError
 
 pytestmark = pytest.mark.anyio
 
@@ -47,42 +58,59 @@ async def test_explicit_ids_win_over_order() -> None:
 async def test_exhaustion_and_unbound_sessions_are_errors() -> None:
     model = ScriptedModel([[_A]])
     await _call(model, "p")
-    with pytest.raises(ScriptError, match=r"script #1 \(session p\) has 1 entries; call 2"):
+    with pytest.raises(
+        ScriptError, match=r"^session p \(script #1\) made call 2 but its script has 1 entries$"
+    ):
         await _call(model, "p")
-    with pytest.raises(ScriptError, match="session q called the model but every one of the 1"):
+    with pytest.raises(
+        ScriptError,
+        match=r"^session q made a model call but all 1 scripts are already bound: "
+        r"#1 -> p$",
+    ):
         await _call(model, "q")
 
 
 async def test_assert_consumed_names_every_shortfall() -> None:
-    model = ScriptedModel([[_A, _A], [_A]], by_id={"z": [_A]})
+    model = ScriptedModel([[_A, _A], [_A], []], by_id={"z": [_A]})
     await _call(model, "p")
     with pytest.raises(ScriptError) as caught:
         model.assert_consumed()
+    # an empty script (#3) needs no session, so it is no shortfall
     assert str(caught.value) == (
-        "script #2 was never bound to a session; script for z (session z) played 0 of 1 "
-        "entries; script #1 (session p) played 1 of 2 entries"
+        "script #2 (1 calls) was never bound to a live session; "
+        "session z (script for z) made 0 of 1 recorded calls; "
+        "session p (script #1) made 1 of 2 recorded calls"
     )
 
 
 async def test_errors_are_raised_after_their_chunks() -> None:
-    error = ModelError("boom", code="X")
-    model = ScriptedModel([[error, Raise(error, _B[:1]), Raise(KeyError("k"))]])
+    model = ScriptedModel(
+        [
+            [
+                ThrowEntry((), "boom", "X"),
+                ThrowEntry(tuple(_B[:1]), "late", "Y", 503),
+                ChunksEntry(tuple(_A)),
+            ]
+        ]
+    )
     seen: list[Chunk] = []
 
     async def drain() -> None:
         async for chunk in model.stream(ModelRequest("p", [])):
             seen.append(chunk)
 
-    for _ in range(2):
-        with pytest.raises(ModelError, match="boom"):
-            await drain()
-    assert seen == _B[:1]
-    with pytest.raises(KeyError):
-        await _call(model, "p")
+    with pytest.raises(ModelError, match="boom") as first:
+        await drain()
+    assert (first.value.code, first.value.status, seen) == ("X", None, [])
+    with pytest.raises(ModelError, match="late") as second:
+        await drain()
+    assert (second.value.code, second.value.status, seen) == ("Y", 503, _B[:1])
+    assert await _call(model, "p") == _A
+    model.assert_consumed()
 
 
 async def test_hang_yields_then_waits_for_cancellation() -> None:
-    model = ScriptedModel([[Hang()]])
+    model = ScriptedModel([[HangEntry()]])
     seen: list[Chunk] = []
     with anyio.move_on_after(0.05) as scope:
         async for chunk in model.stream(ModelRequest("p", [])):
@@ -94,21 +122,40 @@ async def test_hang_yields_then_waits_for_cancellation() -> None:
     ]
 
 
-def test_chunk_groups_split_by_turn_and_step() -> None:
-    def chunk(seq: int, turn: int, step: int, kind: str) -> Event:
-        return Event(
-            "assistant/chunk", seq, 0, {"turn": turn, "step": step, "chunk": {"type": kind}}
-        )
+def _chunk(seq: int, turn: int, step: int, kind: str) -> Event:
+    return Event("assistant/chunk", seq, 0, {"turn": turn, "step": step, "chunk": {"type": kind}})
 
+
+def test_derive_replay_script_closes_a_call_at_each_finish() -> None:
+    # Two calls in one step (an empty-response retry) are two entries, not one per step.
     events: Sequence[Event] = [
-        chunk(0, 1, 1, "a"),
-        chunk(1, 1, 1, "b"),
-        Event("step/end", 2, 0, {}),
-        chunk(3, 1, 2, "c"),
-        chunk(4, 2, 1, "d"),
+        _chunk(0, 1, 1, "block-start"),
+        _chunk(1, 1, 1, "finish"),
+        _chunk(2, 1, 1, "usage"),
+        _chunk(3, 1, 1, "finish"),
+        Event("step/end", 4, 0, {}),
+        _chunk(5, 1, 2, "finish"),
     ]
-    assert chunk_groups(events) == [
-        [{"type": "a"}, {"type": "b"}],
-        [{"type": "c"}],
-        [{"type": "d"}],
+    assert derive_replay_script(events) == [
+        ChunksEntry(({"type": "block-start"}, {"type": "finish"})),  # pyright: ignore[reportArgumentType]
+        ChunksEntry(({"type": "usage"}, {"type": "finish"})),  # pyright: ignore[reportArgumentType]
+        ChunksEntry(({"type": "finish"},)),  # pyright: ignore[reportArgumentType]
     ]
+
+
+@pytest.mark.parametrize(
+    ("events", "cut"),
+    [
+        ([_chunk(0, 1, 1, "text-delta"), _chunk(1, 1, 2, "finish")], "turn 1, step 2 began"),
+        ([_chunk(0, 2, 1, "finish"), _chunk(1, 2, 2, "text-delta")], "the end of the log"),
+    ],
+)
+def test_derive_replay_script_refuses_a_call_without_finish(
+    events: Sequence[Event], cut: str
+) -> None:
+    with pytest.raises(
+        UnterminatedCallError, match=f"recorded 1 chunk\\(s\\) but no finish chunk before {cut}"
+    ) as caught:
+        derive_replay_script(events, "log.jsonl")
+    assert caught.value.source == "log.jsonl"
+    assert "replay.override.json" in str(caught.value)

@@ -14,15 +14,16 @@ from dsh_core import (
     Chunk,
     CreateOptions,
     Event,
-    ModelError,
+    HangEntry,
     Session,
     SessionMeta,
     SubagentBackend,
     SubagentRequest,
     SubagentTool,
+    ThrowEntry,
     Tool,
 )
-from dsh_core.testing import Hang, InMemorySessionStore, ScriptedModel
+from dsh_core.testing import InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -172,7 +173,7 @@ async def test_invalid_arguments_are_error_results(
 
 async def test_a_failing_child_is_an_error_result() -> None:
     agent, _, parent, _, _ = _setup(
-        [[_delegate("c1", _ASK), _text("ok")], [ModelError("provider down", code="HTTP_503")]]
+        [[_delegate("c1", _ASK), _text("ok")], [ThrowEntry((), "provider down", "HTTP_503")]]
     )
     outcome = await agent.run_turn(parent, "go")
     assert outcome.kind == "completed"
@@ -183,7 +184,7 @@ async def test_a_failing_child_is_an_error_result() -> None:
 
 
 async def test_cancelling_the_parent_aborts_the_child_and_the_parent() -> None:
-    agent, store, parent, _, model = _setup([[_delegate("c1", _ASK)], [Hang()]])
+    agent, store, parent, _, model = _setup([[_delegate("c1", _ASK)], [HangEntry()]])
     task = asyncio.create_task(agent.run_turn(parent, "go"))
     # The child's chunks are not flushed yet; its model call having started is the signal.
     for _ in range(10_000):

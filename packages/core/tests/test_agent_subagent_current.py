@@ -23,6 +23,7 @@ from dsh_core import (
     CreateOptions,
     Delegation,
     Event,
+    HangEntry,
     LoopProfile,
     ModelRequest,
     Session,
@@ -31,7 +32,7 @@ from dsh_core import (
     SubagentTool,
 )
 from dsh_core._subagent_tool import final_assistant_text
-from dsh_core.testing import Hang, InMemorySessionStore, ScriptedModel
+from dsh_core.testing import InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -219,7 +220,7 @@ async def test_sibling_delegations_overlap_and_carry_their_call() -> None:
 
 async def test_cancelling_the_parent_aborts_every_concurrent_child() -> None:
     agent, store, parent, model = _setup(
-        [[_delegations(("c1", "one"), ("c2", "two"))], [Hang()], [Hang()]]
+        [[_delegations(("c1", "one"), ("c2", "two"))], [HangEntry()], [HangEntry()]]
     )
     task = asyncio.create_task(agent.run_turn(parent, "go"))
     for _ in range(10_000):

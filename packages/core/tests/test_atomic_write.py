@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,15 @@ def test_a_failed_write_leaves_the_old_bytes_and_no_temp_file(tmp_path: Path) ->
         atomic_write(target, "x")
     assert target.is_dir()
     assert [p.name for p in tmp_path.iterdir()] == ["dir-in-the-way"]
+
+
+def test_the_mode_is_the_callers_less_the_umask(tmp_path: Path) -> None:
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    old = os.umask(0o022)
+    try:
+        atomic_write(private, "x")
+        atomic_write(shared, "x", mode=0o666)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o644

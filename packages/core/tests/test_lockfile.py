@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core import WriterLock
+from dsh_core import SessionBusyError, StoreAccessError, WriterLock
 
 
 def test_one_holder_and_the_file_goes_with_the_lock(tmp_path: Path) -> None:
@@ -55,3 +55,23 @@ def test_a_directory_in_the_way_is_an_os_error(tmp_path: Path) -> None:
     (tmp_path / "x.lock").mkdir()
     with pytest.raises(IsADirectoryError):
         WriterLock.try_acquire(tmp_path / "x.lock")
+
+
+def test_acquire_words_a_held_lock_and_an_unopenable_one_as_store_errors(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.lock"
+    held = WriterLock.acquire(path, "s", tmp_path / "s.jsonl")
+    try:
+        with pytest.raises(SessionBusyError) as busy:
+            WriterLock.acquire(path, "s", tmp_path / "s.jsonl")
+        assert str(busy.value) == (
+            f"session s ({tmp_path / 's.jsonl'}) is already open for writing by another writer "
+            f"(lock {path} is held); close that session first"
+        )
+    finally:
+        held.release()
+    blocked = tmp_path / "dir.lock"
+    blocked.mkdir()  # a directory where the lock file belongs
+    with pytest.raises(StoreAccessError, match=r"dir\.lock: cannot open the writer lock: "):
+        WriterLock.acquire(blocked, "s", tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from dsh_core import (
     header_from_json,
     read_log,
     read_log_bytes,
+    read_log_file,
     read_log_text,
     render_log,
     turn_end,
@@ -346,3 +348,16 @@ def test_event_is_constructed_positionally() -> None:
     assert event.to_json() == {"type": "t", "seq": 0, "time": 1, "data": {}}
     assert event.with_seq(4).seq == 4
     assert event.seq == 0
+
+
+def test_read_log_file_reads_a_file_and_names_it_in_errors(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    text = render_log(SessionHeader(id="s", created_at=5), synthetic_turn(0, 1))
+    path.write_text(text, encoding="utf-8")
+    assert read_log_file(path) == read_log_text(text, str(path))
+    path.write_bytes(text.encode() + b"\xff\n")
+    lines = text.count("\n")
+    with pytest.raises(LogFormatError, match=f"^{path}:{lines + 1}: invalid UTF-8"):
+        read_log_file(str(path))
+    with pytest.raises(FileNotFoundError):
+        read_log_file(tmp_path / "missing.jsonl")

@@ -22,14 +22,15 @@ from dsh_core import (
     Chunk,
     CreateOptions,
     Event,
-    ModelError,
+    HangEntry,
     SessionMeta,
+    ThrowEntry,
     ToolContext,
     ToolOutcome,
     ToolSpec,
     messages_from_events,
 )
-from dsh_core.testing import Hang, InMemorySessionStore, Raise, ScriptedModel
+from dsh_core.testing import InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -320,7 +321,7 @@ async def test_loop_replays_a_session_log_into_an_identical_derived_history() ->
 
 
 async def test_cancel_mid_step_aborts_the_model_call_and_the_next_prompt_runs() -> None:
-    agent, _, session, _ = _setup([Hang(), _text("after")])
+    agent, _, session, _ = _setup([HangEntry(), _text("after")])
     streaming = asyncio.Event()
     task = asyncio.create_task(agent.run_turn(session, "go", listener=lambda _: streaming.set()))
     await streaming.wait()
@@ -442,7 +443,7 @@ async def test_edges_tool_argument_parsing(arguments: str, runs: list[dict[str, 
 
 
 async def test_edges_a_coded_model_error_keeps_its_code_on_turn_end() -> None:
-    agent, _, session, _ = _setup([Raise(ModelError("server overloaded", code="RATE_LIMIT"))])
+    agent, _, session, _ = _setup([ThrowEntry((), "server overloaded", "RATE_LIMIT")])
     outcome = await agent.run_turn(session, "go")
     assert outcome.error is not None
     assert outcome.error.message == "server overloaded"

@@ -9,15 +9,19 @@ from dsh_core import DshError
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_deepseek.__all__) == [
+        "ALLOW_MODEL_REQUESTS",
+        "ALLOW_MODEL_REQUESTS_ENV",
         "DEFAULT_MODEL",
         "DeepSeekClient",
         "DeepSeekSettings",
+        "ModelRequestsDisabledError",
         "PreflightError",
         "ReasoningEffort",
         "SERVED_MODELS",
         "SESSION_HEADER",
         "ServedModels",
         "Thinking",
+        "model_requests_allowed",
         "preflight",
     ]
     assert issubclass(dsh_llm_deepseek.PreflightError, DshError)
@@ -30,6 +34,7 @@ def test_public_names() -> None:
         "Router",
         "ScriptDocument",
         "ScriptError",
+        "ScriptItem",
         "ScriptLibrary",
         "ScriptedModelServer",
         "load_script_file",

@@ -379,8 +379,12 @@ async def test_unknown_session_and_exhausted_script_are_410s_no_client_retries(
             await collect(client, "stranger")
     assert exhausted.value.code == "HTTP_410"
     assert exhausted.value.status == 410
-    assert "'bound' exhausted its script: call 2, script has 1 responses" in str(exhausted.value)
-    assert "no script for session 'stranger' (call 1)" in str(unknown.value)
+    assert "session bound (script #1) made call 2 but its script has 1 entries" in str(
+        exhausted.value
+    )
+    assert "session stranger made a model call but all 1 scripts are already bound" in str(
+        unknown.value
+    )
     statuses = [(r.session_id, r.call, r.status) for r in server.requests]
     assert statuses == [("bound", 1, 200), ("bound", 2, 410), ("stranger", 1, 410)]
     assert server.requests[2].error is not None
@@ -396,8 +400,8 @@ async def test_assert_consumed_names_unused_scripts(
         await collect(client, "x")
     with pytest.raises(AssertionError) as info:
         server.assert_consumed()
-    assert "session 'x' consumed 1 of 2 responses" in str(info.value)
-    assert "queued script #1 (1 responses) was never bound" in str(info.value)
+    assert "session x (script #1) made 1 of 2 recorded calls" in str(info.value)
+    assert "script #2 (1 calls) was never bound to a live session" in str(info.value)
 
 
 async def test_server_enforces_its_api_key(make_settings: SettingsFactory) -> None:

@@ -222,7 +222,7 @@ def test_request_without_session_header_is_an_error() -> None:
         assert "X-DSH-Session-Id" in response.json()["error"]["message"]
         assert server.requests[0].session_id is None
         assert not server.requests[0].authorized
-        assert server.unconsumed() == ["queued script #1 (1 responses) was never bound"]
+        assert server.unconsumed() == ["script #1 (1 calls) was never bound to a live session"]
 
 
 # --- the console script --------------------------------------------------------------------
@@ -256,7 +256,7 @@ async def test_cli_prints_base_url_serves_and_stops_at_stdin_eof(
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
         assert proc.stderr is not None
-        assert "session 'cli' consumed 1 of 2 responses" in proc.stderr.read()
+        assert "session cli (script #1) made 1 of 2 recorded calls" in proc.stderr.read()
 
 
 def test_cli_stops_on_sigterm(tmp_path: Path) -> None:

@@ -264,3 +264,14 @@ def test_replay_parse_log_fills_seq_and_time_and_expands_packed_rows() -> None:
     assert texts(entry) == "hello"
     # Same result through the CRLF / blank-line tolerant path.
     assert parse_session_log(text.replace("\n", "\r\n\n")) == events
+
+
+def test_replay_speaks_the_core_entry_vocabulary() -> None:
+    # One vocabulary for every scripted model: replay re-exports dsh_core's entries.
+    import dsh_core  # noqa: PLC0415
+    import dsh_llm_replay  # noqa: PLC0415
+
+    for name in ("ChunksEntry", "ThrowEntry", "HangEntry"):
+        assert getattr(dsh_llm_replay, name) is getattr(dsh_core, name)
+    assert issubclass(dsh_llm_replay.UnterminatedGroupError, dsh_core.UnterminatedCallError)
+    assert issubclass(dsh_llm_replay.UnterminatedGroupError, dsh_llm_replay.ReplayError)

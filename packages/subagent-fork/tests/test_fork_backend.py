@@ -17,12 +17,12 @@ from dsh_core import (
     SessionMeta,
     SubagentRequest,
     SubagentTool,
+    derive_replay_script,
     read_log_text,
 )
 from dsh_core.testing import (
     InMemorySessionStore,
     ScriptedModel,
-    chunk_groups,
     normalized_rows,
     upstream_corpus,
 )
@@ -81,7 +81,10 @@ async def test_subagent_fork_matches_june(tmp_path: Path) -> None:
     store = InMemorySessionStore()
     # The child's own script is what follows its seed: the seeded turn was the parent's.
     model = ScriptedModel(
-        [chunk_groups(primary.events), chunk_groups(expected_child.events[seed_length:])]
+        [
+            derive_replay_script(primary.events),
+            derive_replay_script(expected_child.events[seed_length:]),
+        ]
     )
     agent = Agent(model, store, [BashTool(), SubagentTool(ForkBackend())])
     parent = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))

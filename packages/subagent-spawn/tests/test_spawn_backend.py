@@ -15,12 +15,12 @@ from dsh_core import (
     SessionMeta,
     SubagentRequest,
     SubagentTool,
+    derive_replay_script,
     read_log_text,
 )
 from dsh_core.testing import (
     InMemorySessionStore,
     ScriptedModel,
-    chunk_groups,
     normalized_rows,
     upstream_corpus,
 )
@@ -49,7 +49,10 @@ async def _replay(scenario: str, children: int, tmp_path: Path) -> None:
     primary = _fixture(scenario, "session.jsonl")
     child_logs = [_fixture(scenario, f"session.{n}.jsonl") for n in range(1, children + 1)]
     store = InMemorySessionStore()
-    scripts = [chunk_groups(primary.events), *(chunk_groups(c.events) for c in child_logs)]
+    scripts = [
+        derive_replay_script(primary.events),
+        *(derive_replay_script(c.events) for c in child_logs),
+    ]
     model = ScriptedModel(scripts)
     agent = Agent(model, store, [BashTool(), SubagentTool(SpawnBackend())])
     parent = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))

@@ -15,10 +15,10 @@ from dsh_core import (
     Chunk,
     CreateOptions,
     Event,
-    ModelError,
     Session,
     SessionMeta,
     SubagentTool,
+    ThrowEntry,
 )
 from dsh_core.testing import InMemorySessionStore, ScriptedModel
 from dsh_subagent_spawn import SpawnBackend
@@ -115,7 +115,7 @@ async def test_a_fresh_child_does_not_inherit_the_parent_conversation() -> None:
         ),
         (
             "a child whose turn errored",
-            [ModelError("script exhausted", code="X")],
+            [ThrowEntry((), "script exhausted", "X")],
             "Error: subagent run failed",
         ),
     ],

@@ -1,8 +1,9 @@
 """dsh-core: the DSH session model and the contracts every dsh package builds on.
 
 Events and headers (the DSH log format, version 0), the log reader and writer, ``Session``,
-the ``SessionStore``, ``ModelClient``, ``Tool`` and ``SubagentBackend`` protocols, and the
-agent loop.
+the ``SessionStore``, ``ModelClient``, ``Tool`` and ``SubagentBackend`` protocols, the
+agent loop, and the one script player every scripted model shares (entries, derivation of a
+recorded session's script, binding of live sessions to scripts).
 """
 
 from dsh_core._agent import (
@@ -69,6 +70,7 @@ from dsh_core._logformat import (
     header_from_json,
     read_log,
     read_log_bytes,
+    read_log_file,
     read_log_stream,
     read_log_text,
     render_log,
@@ -84,6 +86,7 @@ from dsh_core._loop_profile import (
 )
 from dsh_core._messages import messages_from_events
 from dsh_core._model import (
+    ALLOW_MODEL_REQUESTS_ENV,
     AssistantMessage,
     Delegation,
     Message,
@@ -101,6 +104,19 @@ from dsh_core._sandbox import (
     ToolSandbox,
     is_secret_name,
     tool_environment,
+)
+from dsh_core._script_player import (
+    PARTIAL_TEXT,
+    ChunksEntry,
+    HangEntry,
+    PlayerBinding,
+    PlayerScript,
+    ScriptEntry,
+    ScriptPlayer,
+    ThrowEntry,
+    UnterminatedCallError,
+    derive_replay_script,
+    play_entry,
 )
 from dsh_core._session import (
     CreateOptions,
@@ -145,6 +161,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_file",
     "read_log_stream",
     "read_log_text",
     "render_log",
@@ -168,6 +185,7 @@ __all__ = [
     "now_ms",
     "prepare_header",
     # model, tools, subagents
+    "ALLOW_MODEL_REQUESTS_ENV",
     "AssistantMessage",
     "Delegation",
     "Message",
@@ -184,6 +202,18 @@ __all__ = [
     "UserMessage",
     "is_parallel_safe",
     "validate_arguments",
+    # scripted model calls: entries, derivation from a log, the player
+    "PARTIAL_TEXT",
+    "ChunksEntry",
+    "HangEntry",
+    "PlayerBinding",
+    "PlayerScript",
+    "ScriptEntry",
+    "ScriptPlayer",
+    "ThrowEntry",
+    "UnterminatedCallError",
+    "derive_replay_script",
+    "play_entry",
     # errors
     "DshError",
     "LogFormatError",

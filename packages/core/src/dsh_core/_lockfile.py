@@ -7,6 +7,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from dsh_core._errors import SessionBusyError, StoreAccessError
+
 __all__ = ["WriterLock"]
 
 _BUSY = frozenset({errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES})
@@ -23,7 +25,8 @@ class WriterLock:
     locks a fresh file of the same name; so a lock only counts once the name still points at
     the inode that was locked, and otherwise the attempt starts over.
 
-    Use :meth:`try_acquire`; the constructor is private.
+    Stores take a session's lock with :meth:`acquire`, which words failures as store errors;
+    :meth:`try_acquire` is the bare attempt. The constructor is private.
     """
 
     def __init__(self, path: Path, fd: int) -> None:
@@ -55,6 +58,27 @@ class WriterLock:
             if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
                 return cls(path, fd)
             os.close(fd)  # the holder released (and removed) it meanwhile: try again
+
+    @classmethod
+    def acquire(cls, path: Path, session_id: str, where: Path | str) -> WriterLock:
+        """The writer lock of ``session_id`` at ``path``, for a store whose data is ``where``.
+
+        Raises:
+            StoreAccessError: the lock file cannot be created or opened (naming it).
+            SessionBusyError: another writer, in this or another process, holds it.
+        """
+        try:
+            lock = cls.try_acquire(path)
+        except OSError as exc:
+            raise StoreAccessError(
+                str(path), f"cannot open the writer lock: {exc.strerror}"
+            ) from None
+        if lock is None:
+            raise SessionBusyError(
+                f"session {session_id} ({where}) is already open for writing by another "
+                f"writer (lock {path} is held); close that session first"
+            )
+        return lock
 
     @property
     def held(self) -> bool:

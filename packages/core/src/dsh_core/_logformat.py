@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeGuard, cast
 
 from dsh_core._errors import LogFormatError
@@ -25,6 +26,7 @@ __all__ = [
     "header_from_json",
     "read_log",
     "read_log_bytes",
+    "read_log_file",
     "read_log_stream",
     "read_log_text",
     "render_log",
@@ -363,13 +365,24 @@ def read_log_text(text: str, source: str = "<text>") -> SessionLog:
 
 
 def read_log_bytes(data: bytes, source: str = "<bytes>") -> SessionLog:
-    """Parse a log from raw bytes; invalid UTF-8 is an error naming its line."""
+    """Parse a log from raw bytes (as :func:`read_log_text`); invalid UTF-8 is an error
+    naming its line, reported before any JSON is looked at."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise LogFormatError(source, line, None, f"invalid UTF-8 at byte {exc.start}") from None
-    return read_log(text.split("\n"), source)
+    return read_log_text(text, source)
+
+
+def read_log_file(path: Path | str) -> SessionLog:
+    """Read and parse a whole log file, named by its path in every error.
+
+    Raises:
+        LogFormatError: the log is invalid (naming the file, line and field).
+        OSError: the file cannot be read (``FileNotFoundError`` when it is missing).
+    """
+    return read_log_bytes(Path(path).read_bytes(), str(path))
 
 
 # Strings up to this length are shared between events when read by ``read_log_stream``: event

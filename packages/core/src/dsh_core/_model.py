@@ -85,6 +85,12 @@ class ModelRequest:
     delegation: Delegation | None = None
 
 
+ALLOW_MODEL_REQUESTS_ENV = "DSH_ALLOW_MODEL_REQUESTS"
+"""The environment switch against accidental live model calls: ``0`` (or ``false``, ``no``,
+``off``) makes live model clients refuse every non-loopback host. Test suites (through the
+``dsh_core.testing.live_guard`` pytest plugin) and replay runs set it to ``0``."""
+
+
 class ModelError(DshError):
     """The model call failed. ``message``/``code`` land in ``turn/end {kind:"error"}``."""
 

@@ -5,9 +5,19 @@
 reads ``DEEPSEEK_*`` from the environment; ``preflight`` checks key, balance, endpoint and model
 with one ``GET /models`` before a live run. ``dsh_llm_deepseek.testing`` ships a scripted model
 server speaking the same protocol on 127.0.0.1.
+
+``ALLOW_MODEL_REQUESTS`` is the switch against accidental live calls (as in pydantic-ai): set
+it to ``False`` (or ``DSH_ALLOW_MODEL_REQUESTS=0`` in the environment) and the client and
+``preflight`` refuse, before connecting, any host but loopback. Test suites and replay runs
+turn it off.
 """
 
 from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
+from dsh_llm_deepseek._guard import (
+    ALLOW_MODEL_REQUESTS_ENV,
+    ModelRequestsDisabledError,
+    model_requests_allowed,
+)
 from dsh_llm_deepseek._preflight import PreflightError, ServedModels, preflight
 from dsh_llm_deepseek._settings import (
     DEFAULT_MODEL,
@@ -17,10 +27,18 @@ from dsh_llm_deepseek._settings import (
     Thinking,
 )
 
+ALLOW_MODEL_REQUESTS = True
+"""Whether the client may reach a non-loopback host; ``False`` in tests (see above)."""
+
 __all__ = [
     # client
     "SESSION_HEADER",
     "DeepSeekClient",
+    # the switch against live calls
+    "ALLOW_MODEL_REQUESTS",
+    "ALLOW_MODEL_REQUESTS_ENV",
+    "ModelRequestsDisabledError",
+    "model_requests_allowed",
     # preflight
     "PreflightError",
     "ServedModels",

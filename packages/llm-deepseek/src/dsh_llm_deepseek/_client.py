@@ -29,6 +29,7 @@ from dsh_llm_deepseek._failures import (
     retry_after_seconds,
     status_failure,
 )
+from dsh_llm_deepseek._guard import check_model_request_allowed
 from dsh_llm_deepseek._redact import Redactor, one_line, summarise_body
 from dsh_llm_deepseek._request import build_body
 from dsh_llm_deepseek._settings import DeepSeekSettings
@@ -147,6 +148,7 @@ class DeepSeekClient:
             ),
             transport=transport,
         )
+        self._transport = transport
         self._auth = _BearerAuth(s.api_key) if s.api_key is not None else None
         self._redact = Redactor(s.api_key)
 
@@ -188,9 +190,12 @@ class DeepSeekClient:
                 ``INSUFFICIENT_SYSTEM_RESOURCE`` (after retries, or at once mid-stream),
                 ``CONTENT_FILTER`` (after the blocks and usage it streamed), ``HTTP_<status>``
                 (other 4xx) or ``PROTOCOL`` (bad stream).
+            ModelRequestsDisabledError: live calls are off (``ALLOW_MODEL_REQUESTS``) and
+                ``base_url`` is not on a loopback host; raised before any connection.
         """
         if self._auth is None:
             raise ModelError("DeepSeek API key is not set (DEEPSEEK_API_KEY)", code="AUTH")
+        check_model_request_allowed(self._url, self._transport)
         s = self._settings
         body = build_body(
             request,

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from dsh_core import DshError
 from dsh_llm_deepseek._failures import backoff, retry_after_seconds
+from dsh_llm_deepseek._guard import check_model_request_allowed
 from dsh_llm_deepseek._redact import Redactor, one_line, summarise_body
 from dsh_llm_deepseek._settings import DeepSeekSettings
 
@@ -86,6 +87,8 @@ async def preflight(
 
     Raises:
         PreflightError: the run cannot start; ``str()`` is one line saying what to do.
+        ModelRequestsDisabledError: live calls are off (``ALLOW_MODEL_REQUESTS``) and
+            ``base_url`` is not on a loopback host; raised before any connection.
     """
     base = settings.base_url.rstrip("/")
     url = f"{base}/models"
@@ -94,6 +97,7 @@ async def preflight(
         raise PreflightError(
             "no-key", "no DeepSeek API key: set DEEPSEEK_API_KEY (or put it in ./.env) and rerun"
         )
+    check_model_request_allowed(url, transport)
     attempt = 1
     while True:
         fetched = await _fetch(url, key, settings, transport)

@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_core import (
+    Chunk,
+    HangEntry,
+    ModelRequest,
+    PlayerScript,
+    ScriptEntry,
+    ScriptPlayer,
+    play_entry,
+)
 from dsh_llm_replay._errors import (
     NotConsumedError,
     ReplayCallError,
@@ -27,39 +34,16 @@ from dsh_llm_replay._report import (
     ReportScript,
     ReportSession,
 )
-from dsh_llm_replay._script import ChunksEntry, HangEntry, ThrowEntry
 from dsh_llm_replay._settings import ReplaySettings
 
 __all__ = ["ReplayModelClient"]
 
 
-@dataclass(slots=True)
-class _Binding:
-    script: SessionScript | None
-    calls: int = 0
-
-
-async def _replay_chunks(chunks: tuple[Chunk, ...]) -> AsyncIterator[Chunk]:
-    for chunk in chunks:
-        yield chunk
-
-
-async def _replay_throw(entry: ThrowEntry) -> AsyncIterator[Chunk]:
-    for chunk in entry.chunks:
-        yield chunk
-    raise ModelError(entry.message, code=entry.code, status=entry.status)
-
-
-async def _replay_hang(entry: HangEntry) -> AsyncIterator[Chunk]:
-    # A text block with a partial text, as the June cancel fixture records it.
-    yield {"type": "block-start", "index": 0, "blockType": "text"}
-    yield {"type": "text-delta", "index": 0, "text": "partial"}
+def _signal_ready(entry: HangEntry) -> None:
+    # Called once the consumer asked for the chunk after the partial text, so the partial text
+    # has been handled: an external driver may now cancel deterministically.
     if entry.ready_file is not None:
-        # Reaching here means the consumer asked for the next chunk, so the partial text has
-        # been handled: an external driver may now cancel deterministically.
         touch_marker(entry.ready_file)
-    await asyncio.Event().wait()  # only cancellation ends a hang
-    raise AssertionError("unreachable: an asyncio.Event nobody sets was set")  # pragma: no cover
 
 
 async def _raise(error: ReplayCallError) -> AsyncIterator[Chunk]:
@@ -103,8 +87,11 @@ class ReplayModelClient:
         self.report_path = None if report_path is None else Path(report_path)
         self._reported = False
         self.child_jitter_ms = child_jitter_ms
-        self._bindings: dict[str, _Binding] = {}
-        self._claimed: set[int] = set()
+        # The core player binds and counts; these map its scripts to ours and back.
+        played = [PlayerScript(s.source, s.entries, s.header.id) for s in self.scripts]
+        self._player = ScriptPlayer(played)
+        self._played = {id(s): p for s, p in zip(self.scripts, played, strict=True)}
+        self._recorded = {id(p): s for s, p in zip(self.scripts, played, strict=True)}
         self._answers = _answering_children(self.scripts)
         self._errors: list[ReplayCallError] = []
 
@@ -149,47 +136,42 @@ class ReplayModelClient:
         async for chunk in self._answer(request):
             yield chunk
 
-    def _claim(self, request: ModelRequest) -> SessionScript | None:
+    def _script_of(self, session_id: str) -> SessionScript | None:
+        binding = self._player.bindings.get(session_id)
+        return (
+            None
+            if binding is None or binding.script is None
+            else self._recorded[id(binding.script)]
+        )
+
+    def _claim(self, request: ModelRequest) -> PlayerScript[ScriptEntry] | None:
         delegation = request.delegation
-        parent = None if delegation is None else self._bindings.get(delegation.parent_session)
-        if delegation is not None and parent is not None and parent.script is not None:
-            answer = self._answers.get((id(parent.script), delegation.call_id))
-            if answer is not None and id(answer) not in self._claimed:
-                return answer
-            recorded_parent = parent.script.header.id
+        parent = None if delegation is None else self._script_of(delegation.parent_session)
+        if delegation is not None and parent is not None:
+            answer = self._answers.get((id(parent), delegation.call_id))
+            if answer is not None and not self._player.is_claimed(self._played[id(answer)]):
+                return self._played[id(answer)]
             for script in self.scripts:
+                played = self._played[id(script)]
                 if (
-                    id(script) not in self._claimed
-                    and script.header.parent_session == recorded_parent
+                    not self._player.is_claimed(played)
+                    and script.header.parent_session == parent.header.id
                     and script.prompt == delegation.prompt
                 ):
-                    return script
-        return next((s for s in self.scripts if id(s) not in self._claimed), None)
+                    return played
+        return next(iter(self._player.unclaimed()), None)
 
     def _answer(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         session_id = request.session_id
-        binding = self._bindings.get(session_id)
-        if binding is None:
-            script = self._claim(request)
-            if script is not None:
-                self._claimed.add(id(script))
-            binding = self._bindings[session_id] = _Binding(script)
-        binding.calls += 1
-        script = binding.script
+        binding, entry = self._player.next_entry(session_id, lambda: self._claim(request))
+        if entry is not None:
+            return play_entry(entry, _signal_ready)
         error: ReplayCallError
-        if script is None:
-            error = UnrecordedSessionError(session_id, self._bound_pairs())
-        elif binding.calls > len(script.entries):
-            error = ScriptExhaustedError(
-                session_id, script.source, binding.calls, len(script.entries)
-            )
+        if binding.script is None:
+            error = UnrecordedSessionError(session_id, self._player.bound_pairs())
         else:
-            entry = script.entries[binding.calls - 1]
-            if isinstance(entry, ChunksEntry):
-                return _replay_chunks(entry.chunks)
-            if isinstance(entry, ThrowEntry):
-                return _replay_throw(entry)
-            return _replay_hang(entry)
+            length = len(binding.script.entries)
+            error = ScriptExhaustedError(session_id, binding.script.label, binding.calls, length)
         self._errors.append(error)
         return _raise(error)
 
@@ -202,11 +184,6 @@ class ReplayModelClient:
 
     # -- checks and report ---------------------------------------------------------------------
 
-    def _bound_pairs(self) -> list[tuple[str, str]]:
-        return [
-            (b.script.source, live) for live, b in self._bindings.items() if b.script is not None
-        ]
-
     @property
     def errors(self) -> tuple[ReplayCallError, ...]:
         """Every call the scripts could not answer, in call order."""
@@ -214,24 +191,9 @@ class ReplayModelClient:
 
     def problems(self) -> list[str]:
         """What :meth:`assert_consumed` names: call errors, unbound scripts, short sessions."""
-        problems = [str(error) for error in self._errors]
-        bound = {id(b.script): live for live, b in self._bindings.items() if b.script is not None}
-        for script in self.scripts:
-            # A recorded session that made no model call (a bare handshake) leaves nothing to
-            # consume, so it never needs a live session to bind to it.
-            if id(script) not in bound and script.entries:
-                problems.append(
-                    f"script {script.source} (recorded session {script.header.id}, "
-                    f"{len(script.entries)} calls) was never bound to a live session"
-                )
-        for live, binding in self._bindings.items():
-            script = binding.script
-            if script is not None and binding.calls < len(script.entries):
-                problems.append(
-                    f"session {live} (script {script.source}) made "
-                    f"{binding.calls} of {len(script.entries)} recorded calls"
-                )
-        return problems
+        # A recorded session that made no model call (a bare handshake) leaves nothing to
+        # consume, so the player never asks a live session to bind to it.
+        return [str(error) for error in self._errors] + self._player.problems()
 
     def assert_consumed(self) -> None:
         """Check at teardown that the run used the recording exactly.
@@ -246,14 +208,13 @@ class ReplayModelClient:
 
     def report(self) -> ReplayReport:
         """What this run consumed: scripts and their bindings, live sessions, errors, problems."""
+        bindings = self._player.bindings
         live_of = {
-            id(b.script): (live, b.calls)
-            for live, b in self._bindings.items()
-            if b.script is not None
+            id(b.script): (live, b.calls) for live, b in bindings.items() if b.script is not None
         }
         scripts: list[ReportScript] = []
         for script in self.scripts:
-            live, calls = live_of.get(id(script), (None, 0))
+            live, calls = live_of.get(id(self._played[id(script)]), (None, 0))
             scripts.append(
                 ReportScript(
                     source=script.source,
@@ -268,10 +229,10 @@ class ReplayModelClient:
         sessions = [
             ReportSession(
                 session_id=live,
-                script=None if b.script is None else b.script.source,
+                script=None if b.script is None else b.script.label,
                 calls=b.calls,
             )
-            for live, b in self._bindings.items()
+            for live, b in bindings.items()
         ]
         errors = [
             ReportError(kind=e.kind, session_id=e.session_id, message=str(e)) for e in self._errors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsh_core import DshError, ModelError
+from dsh_core import DshError, ModelError, UnterminatedCallError
 
 __all__ = [
     "NotConsumedError",
@@ -22,30 +22,14 @@ class ReplayError(DshError):
     """Base class of every replay error (derivation, override, binding, consumption)."""
 
 
-class UnterminatedGroupError(ReplayError):
+class UnterminatedGroupError(ReplayError, UnterminatedCallError):
     """A recorded model call has chunks but no ``finish``: it threw or was cancelled.
 
     Such a call cannot be rebuilt from ``assistant/chunk`` events alone; the scenario has to
-    script it in a ``replay.override.json``.
-
-    Attributes:
-        source: the log the events came from.
-        turn: the turn of the cut-off call.
-        step: the step of the cut-off call.
-        chunks: how many chunks the call recorded before it was cut off.
+    script it in a ``replay.override.json``. The message and the attributes (``source``,
+    ``turn``, ``step``, ``chunks``, ``cut``) are those of
+    :class:`dsh_core.UnterminatedCallError`.
     """
-
-    def __init__(self, source: str, turn: int, step: int, chunks: int, cut: str) -> None:
-        self.source = source
-        self.turn = turn
-        self.step = step
-        self.chunks = chunks
-        super().__init__(
-            f"{source}: the model call in turn {turn}, step {step} recorded {chunks} chunk(s) "
-            f"but no finish chunk before {cut}: the stream threw or was cancelled, which "
-            f"chunks alone cannot replay; the scenario needs a replay.override.json that "
-            f"scripts this call (a throw or hang entry)"
-        )
 
 
 class OverrideError(ReplayError):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from dsh_core import Event, SessionLog, messages_from_events, read_log_bytes, read_log_text
+from dsh_core import Event, SessionLog, messages_from_events, read_log_file
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
@@ -72,18 +72,12 @@ def _delegated_calls(events: Sequence[Event]) -> tuple[DelegatedCall, ...]:
 
 
 def _read_log(path: Path | str) -> SessionLog:
-    source = str(path)
     try:
-        data = Path(path).read_bytes()
+        return read_log_file(path)
     except FileNotFoundError:
-        raise ReplayError(f"{source}: the recorded session log does not exist") from None
+        raise ReplayError(f"{path}: the recorded session log does not exist") from None
     except OSError as exc:
-        raise ReplayError(f"{source}: cannot read the recorded session log ({exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return read_log_bytes(data, source)  # raises the LogFormatError naming the line
-    return read_log_text(text, source)
+        raise ReplayError(f"{path}: cannot read the recorded session log ({exc})") from None
 
 
 def _header(log: SessionLog, source: str) -> ReplayHeader:

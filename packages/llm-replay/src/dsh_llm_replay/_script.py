@@ -2,15 +2,27 @@
 
 A recorded step's ``assistant/chunk`` events are exactly the chunks its ``stream()`` call
 yielded, so grouping them and closing a group at each ``finish`` chunk rebuilds every call.
+The entries (:class:`ChunksEntry`, :class:`ThrowEntry`, :class:`HangEntry`) and the
+derivation are ``dsh_core``'s, the vocabulary every dsh script player shares; they are
+re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from dsh_core import Chunk, Event, read_log, read_log_text
+from dsh_core import (
+    ChunksEntry,
+    Event,
+    HangEntry,
+    ScriptEntry,
+    ThrowEntry,
+    UnterminatedCallError,
+    read_log,
+    read_log_text,
+)
+from dsh_core import derive_replay_script as derive_chunk_entries
 from dsh_llm_replay._errors import UnterminatedGroupError
 
 __all__ = [
@@ -42,38 +54,8 @@ class ReplayHeader:
     parent_session: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ChunksEntry:
-    """A call that streams ``chunks`` (ending with ``finish``) and returns."""
-
-    chunks: tuple[Chunk, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ThrowEntry:
-    """A call that streams ``chunks`` and then fails with a ``ModelError``."""
-
-    chunks: tuple[Chunk, ...]
-    message: str
-    code: str
-    status: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HangEntry:
-    """A call that streams a partial text and then waits until it is cancelled.
-
-    Attributes:
-        ready_file: created (empty) once the partial text has reached the consumer, so an
-            external driver can cancel deterministically: a relative path inside the
-            process's working directory (anything else is refused, see ``_ready``); an
-            existing file there keeps its bytes.
-    """
-
-    ready_file: str | None = None
-
-
-ReplayEntry = ChunksEntry | ThrowEntry | HangEntry
+ReplayEntry = ScriptEntry
+"""One replayed ``stream()`` call: the entry vocabulary of ``dsh_core``'s script player."""
 
 
 def parse_session_header(text: str, source: str = "<text>") -> ReplayHeader:
@@ -100,7 +82,8 @@ def parse_session_log(text: str, source: str = "<text>") -> list[Event]:
 
 
 def derive_replay_script(events: Iterable[Event], source: str = "<events>") -> list[ReplayEntry]:
-    """One :class:`ChunksEntry` per recorded ``stream()`` call, in order.
+    """One :class:`ChunksEntry` per recorded ``stream()`` call, in order
+    (:func:`dsh_core.derive_replay_script`, with replay's error type).
 
     Only ``assistant/chunk`` events count. A call closes at its ``finish`` chunk, so retries
     within one step are separate entries. The chunk dicts are the parsed ones, not copies.
@@ -109,28 +92,7 @@ def derive_replay_script(events: Iterable[Event], source: str = "<events>") -> l
         UnterminatedGroupError: chunks of a call are cut off by a ``(turn, step)`` change or
             by the end of the log without a ``finish`` (a call that threw or was cancelled).
     """
-    entries: list[ReplayEntry] = []
-    group: list[Any] = []
-    turn = step = 0
-    for event in events:
-        if event.type != "assistant/chunk":
-            continue
-        data = event.data
-        if not group:
-            turn, step = data["turn"], data["step"]
-        elif data["turn"] != turn or data["step"] != step:
-            raise UnterminatedGroupError(
-                source,
-                turn,
-                step,
-                len(group),
-                f"turn {data['turn']}, step {data['step']} began (event seq {event.seq})",
-            )
-        chunk = data["chunk"]
-        group.append(chunk)
-        if chunk["type"] == "finish":
-            entries.append(ChunksEntry(tuple(group)))
-            group = []
-    if group:
-        raise UnterminatedGroupError(source, turn, step, len(group), "the end of the log")
-    return entries
+    try:
+        return list(derive_chunk_entries(events, source))
+    except UnterminatedCallError as exc:
+        raise UnterminatedGroupError(exc.source, exc.turn, exc.step, exc.chunks, exc.cut) from None

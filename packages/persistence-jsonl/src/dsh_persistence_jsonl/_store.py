@@ -5,7 +5,7 @@ Layout under the root directory:
 - ``<id>.jsonl`` — the log: the header line, then one event per line;
 - ``.<id>.lock`` — the writer lock (``flock``; the kernel drops it when its process dies),
   present only while a writer holds it or after a writer was killed;
-- ``.<id>.<random>.tmp`` — a first write in progress, published with ``os.replace``.
+- ``.<id>.jsonl.<random>.tmp`` — a first write in progress (``dsh_core.atomic_write``).
 
 Opening a store sweeps what killed writers left behind: every temporary file and lock file
 whose lock nobody holds.
@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,6 @@ from dsh_core import (
     LogFormatError,
     SeqError,
     Session,
-    SessionBusyError,
     SessionExistsError,
     SessionHeader,
     SessionIdError,
@@ -46,13 +44,13 @@ from dsh_core import (
     StoreAccessError,
     StoreCorruptError,
     WriterLock,
+    atomic_write,
     close_open_turn,
     dumps_event,
     dumps_header,
     prepare_header,
     read_log_bytes,
     read_log_stream,
-    read_log_text,
 )
 
 __all__ = ["JsonlSessionStore"]
@@ -61,8 +59,9 @@ SUFFIX = ".jsonl"
 # Ids become file names: no path separators, control characters or spaces, and never a
 # leading dot (the lock and temporary files are dot files, and "." / ".." are directories).
 _SAFE_ID = re.compile(r"[^/\\\x00-\x20\x7f.][^/\\\x00-\x20\x7f]{0,199}")
-# What killed writers leave: ``.<id>.<hex>.tmp`` and ``.<id>.lock``.
-_LEFTOVER = re.compile(r"\.(?P<id>.+?)(?:\.[0-9a-f]+\.tmp|\.lock)")
+# What killed writers leave: ``.<id>.jsonl.<hex>.tmp`` (``.<id>.<hex>.tmp`` before
+# atomic_write took over) and ``.<id>.lock``.
+_LEFTOVER = re.compile(r"\.(?P<id>.+?)(?:(?:\.jsonl)?\.[0-9a-f]+\.tmp|\.lock)")
 
 
 def check_session_id(session_id: str) -> str:
@@ -174,22 +173,6 @@ def _lines_upto(f: BinaryIO, end: int) -> Iterator[bytes]:
         yield raw
 
 
-def _parse(data: bytes, source: str) -> SessionLog:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return read_log_bytes(data, source)  # raises, naming the line
-    return read_log_text(text, source)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -201,19 +184,6 @@ def _lines(events: Sequence[Event]) -> bytes:
     if not events:
         return b""
     return ("\n".join(map(dumps_event, events)) + "\n").encode("utf-8")
-
-
-def _acquire(path: Path, session_id: str, log_path: Path) -> WriterLock:
-    try:
-        lock = WriterLock.try_acquire(path)
-    except OSError as exc:
-        raise StoreAccessError(str(path), f"cannot open the writer lock: {exc.strerror}") from None
-    if lock is None:
-        raise SessionBusyError(
-            f"session {session_id} ({log_path}) is open for writing by another "
-            f"writer (lock {path} is held); close that session first"
-        )
-    return lock
 
 
 class _JsonlWriter:
@@ -283,7 +253,7 @@ class _JsonlWriter:
                     f"session {self._id}: {self._path} changed under its writer and now ends "
                     f"in a partial line at byte {cut}"
                 )
-            self._next = len(_parse(data, str(self._path)).events)
+            self._next = len(read_log_bytes(data, str(self._path)).events)
             self._size = len(data)
 
     def close(self) -> None:
@@ -342,7 +312,7 @@ class JsonlSessionStore:
 
     def _lock(self, session_id: str) -> WriterLock:
         path = self.path_of(session_id)
-        return _acquire(self.root / f".{session_id}.lock", session_id, path)
+        return WriterLock.acquire(self.root / f".{session_id}.lock", session_id, path)
 
     # --- SessionStore --------------------------------------------------------------------------
 
@@ -359,26 +329,14 @@ class JsonlSessionStore:
         if path.exists():
             raise SessionExistsError(f"session {header.id} already exists ({path})")
         lock = self._lock(header.id)
-        tmp: Path | None = None
         try:
             if path.exists():
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
             data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
-            tmp = self.root / f".{header.id}.{uuid.uuid4().hex}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            tmp = None
-            _fsync_dir(self.root)
+            atomic_write(path, data, mode=0o644)  # a killed create leaves only its .tmp
             writer = _JsonlWriter(path, lock, header.id, len(data), len(seed))
         except BaseException:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
             lock.release()
             raise
         return Session(header, seed, writer)
@@ -474,7 +432,7 @@ class JsonlSessionStore:
                 data = f.read()
                 cut, size = _torn_tail_start(data), len(data)
                 try:
-                    log = _parse(data[:cut], str(path))
+                    log = read_log_bytes(data[:cut], str(path))
                 except LogFormatError as error:
                     # Damage after the last committed turn/end is a crash tail (upstream's
                     # scanLog): cut there. Damage before it is corruption.
@@ -482,7 +440,7 @@ class JsonlSessionStore:
                     if tail is None:
                         raise
                     cut = tail
-                    log = _parse(data[:cut], str(path))
+                    log = read_log_bytes(data[:cut], str(path))
         self._check_id(log.header, session_id, path)
         return _Scan(log, cut, size - cut)
 
@@ -498,7 +456,7 @@ class JsonlSessionStore:
         if first is None:
             raise LogFormatError(str(path), 1, None, "the log is empty: no session header")
         # the blank lines keep the reader's line numbers those of the file
-        header = _parse(b"\n" * blank + first, str(path)).header
+        header = read_log_bytes(b"\n" * blank + first, str(path)).header
         self._check_id(header, session_id, path)
         return header
 

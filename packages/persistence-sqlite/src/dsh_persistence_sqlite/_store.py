@@ -332,16 +332,11 @@ class SqliteSessionStore:
         path = self._locks_dir / _lock_name(session_id)
         try:
             self._locks_dir.mkdir(exist_ok=True)
-            lock = WriterLock.try_acquire(path)
         except OSError as exc:
             raise StoreAccessError(
                 str(path), f"cannot open the writer lock: {exc.strerror}"
             ) from None
-        if lock is None:
-            raise SessionBusyError(
-                f"session {session_id} is already open for writing (lock {path} is held)"
-            )
-        return lock
+        return WriterLock.acquire(path, session_id, self.path)
 
     def _exists(self, session_id: str) -> bool:
         with self._mutex, self._guard():

@@ -54,7 +54,8 @@ class AgentProcess:
 
     Args:
         cwd: the process's working directory (the scenario's temporary cwd).
-        env: the complete environment of the process (see :func:`base_env`).
+        env: the complete environment of the process (see
+            :func:`dsh_acp_agent.testing.agent_environment`).
         timeout: seconds any single wait (a frame, the exit) may take.
         start_timeout: seconds the first frame may take.
         fork_server: fork the agent from this warm server instead of starting an interpreter.
@@ -191,12 +192,3 @@ class AgentProcess:
             acp.notify("session/cancel", {"sessionId": self._session(step)})
         else:
             raise AgentError(f"needs op {step.op}: this runner does not drive it")
-
-
-def base_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """The process environment minus every ``DSH_*``/``DEEPSEEK_*`` variable, plus ``extra``.
-
-    A scenario must not depend on what the caller happens to have exported, and a replay must
-    never see a real key.
-    """
-    return testing.agent_environment(extra)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from dsh_core import SessionLog, read_log
+from dsh_core import SessionLog, read_log, read_log_file
 from dsh_core.plugins import store_backend
 from dsh_snapshot._normalize import (
     Normalizer,
@@ -23,7 +23,6 @@ from dsh_snapshot._normalize import (
     normalize_frames,
     normalize_log,
     parse_jsonl,
-    read_text,
 )
 from dsh_snapshot._scenario import Scenario
 
@@ -100,7 +99,7 @@ def _signature(path: Path) -> tuple[int, int]:
 
 
 def _read_expected(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
-    parsed = [read_log(read_text(p).splitlines(), str(p)) for p in scenario.session_files]
+    parsed = [read_log_file(p) for p in scenario.session_files]
     cwds, ids = logs_cwds_and_ids(parsed)
     norm = Normalizer(cwds, ids)
     logs = [normalize_log(log, norm) for log in parsed]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from dsh_core import read_log_text
+from dsh_core import read_log_file
 
 __all__ = ["OUR_TOOLS", "STEP_FIELDS", "recorded_tools", "scenario_needs", "step_needs"]
 
@@ -63,7 +63,7 @@ def recorded_tools(session_files: Sequence[Path]) -> set[str]:
     """
     names: set[str] = set()
     for path in session_files:
-        log = read_log_text(path.read_text(encoding="utf-8"), str(path))
+        log = read_log_file(path)
         for event in log.events:
             if event.type == "tool/call":
                 names.add(str(event.data.get("name")))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from dsh_core import SessionLog, dumps_event, dumps_header, read_log
@@ -135,8 +134,3 @@ def normalize_frames(frames: Iterable[Any], normalizer: Normalizer) -> list[Any]
             value["id"] = ids.setdefault(key, len(ids) + 1)
         out.append(value)
     return out
-
-
-def read_text(path: Path) -> str:
-    """A fixture file's text (UTF-8)."""
-    return path.read_text(encoding="utf-8")

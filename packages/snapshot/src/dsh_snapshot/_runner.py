@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
-from dsh_core import DshError
+from dsh_acp_agent.testing import agent_environment
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
-from dsh_snapshot._agent import AgentError, AgentProcess, base_env
+from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
@@ -199,6 +200,15 @@ def replay_settings(scenario: Scenario, tmp: Path, settings: SnapshotSettings) -
     )
 
 
+def replay_env(replay: ReplaySettings) -> dict[str, str]:
+    """The agent's model environment in a replayed run: the replay client and its settings.
+
+    A replayed run never needs a live model: if anything tries, it is refused
+    (``DSH_ALLOW_MODEL_REQUESTS=0``).
+    """
+    return {"DSH_MODEL_CLIENT": "replay", ALLOW_MODEL_REQUESTS_ENV: "0", **replay.to_env()}
+
+
 def _check_report(path: Path, result: ScenarioResult) -> bool:
     """Fold the agent's replay report into the result; True when the recording was consumed."""
     try:
@@ -350,7 +360,7 @@ def _run(
         replay = replay_settings(scenario, tmp, settings) if replaying else None
         with contextlib.ExitStack() as stack:
             if replay is not None:
-                env |= {"DSH_MODEL_CLIENT": "replay", **replay.to_env()}
+                env |= replay_env(replay)
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
@@ -372,7 +382,8 @@ def _run(
                 # Every setting of the provider (model, thinking, base URL…) reaches the agent.
                 env |= live_env(provider, settings.key)
             server = stack.enter_context(agents.lease()) if agents is not None else None
-            agent = AgentProcess(cwd, base_env(env), settings.timeout, fork_server=server)
+            # A scenario must not depend on what the caller exported; a replay never sees a key.
+            agent = AgentProcess(cwd, agent_environment(env), settings.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)

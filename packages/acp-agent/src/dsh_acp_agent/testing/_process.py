@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import SessionLog, read_log_text
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, SessionLog, read_log_text
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, model_env_prefixes, store_backend
 
 __all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
@@ -40,9 +40,16 @@ class ResponseError(AssertionError):
 
 def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This environment minus every ``DSH_*`` variable and every installed model provider's
-    (``DEEPSEEK_*``…), plus ``overrides``."""
+    (``DEEPSEEK_*``…), plus ``overrides``.
+
+    ``DSH_ALLOW_MODEL_REQUESTS`` is kept: a test run's "no live calls" reaches its agents.
+    """
     dropped = ("DSH_", *model_env_prefixes())
-    env = {key: value for key, value in os.environ.items() if not key.startswith(dropped)}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key == ALLOW_MODEL_REQUESTS_ENV or not key.startswith(dropped)
+    }
     env.update(overrides)
     return env
 

@@ -5,7 +5,8 @@ store; the conformance suite (``StoreConformance``) is what every real backend r
 its own factory; ``run_crash_trials`` SIGKILLs a writer subprocess at random moments and
 checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs every
 reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that compare logs
-with the upstream recordings; ``tool_context`` lets a test call one tool directly.
+with the upstream recordings; ``tool_context`` lets a test call one tool directly;
+``ScriptedModel`` plays scripts in process through the core script player.
 ``StoreConformance`` needs pytest and is imported on first use, so ``import dsh_core.testing``
 works without it.
 """
@@ -20,14 +21,7 @@ from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
 from dsh_core.testing._memory import InMemorySessionStore
-from dsh_core.testing._scripted import (
-    Hang,
-    Raise,
-    ScriptedModel,
-    ScriptEntry,
-    ScriptError,
-    chunk_groups,
-)
+from dsh_core.testing._scripted import ScriptedModel, ScriptError, ScriptLike
 
 if TYPE_CHECKING:
     from dsh_core.testing._conformance import StoreConformance
@@ -37,14 +31,11 @@ __all__ = [
     "DAMAGED_SESSION_ID",
     "CrashReport",
     "DamagedLog",
-    "Hang",
     "InMemorySessionStore",
-    "Raise",
-    "ScriptEntry",
     "ScriptError",
+    "ScriptLike",
     "ScriptedModel",
     "StoreConformance",
-    "chunk_groups",
     "crash_kills",
     "event_time",
     "normalized_rows",

@@ -1,66 +1,50 @@
-"""``ScriptedModel``: an in-process ``ModelClient`` that plays back scripted chunk lists.
+"""``ScriptedModel``: an in-process ``ModelClient`` that plays scripts through the core player.
 
 A public test double (like pydantic-ai's ``FunctionModel``): each session gets a script, one
-entry per ``stream()`` call. Scripts bind to sessions the way replay does: a session id listed
-in ``by_id`` gets that script; any other new session id claims the next unclaimed script of
-``scripts`` at its first call.
+entry per ``stream()`` call, in the vocabulary every dsh player shares
+(:class:`~dsh_core.ChunksEntry`, :class:`~dsh_core.ThrowEntry`,
+:class:`~dsh_core.HangEntry`); a bare chunk list is short for a ``ChunksEntry``. Scripts bind
+to sessions the way replay does (:class:`~dsh_core.ScriptPlayer`): a session id listed in
+``by_id`` gets that script; any other new session id claims the next unclaimed script of
+``scripts`` at its first call. A recorded log becomes a script with
+:func:`~dsh_core.derive_replay_script`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from dsh_core._errors import DshError
-from dsh_core._events import Chunk, Event
-from dsh_core._model import ModelError, ModelRequest
-
-__all__ = [
-    "Hang",
-    "Raise",
-    "ScriptEntry",
-    "ScriptError",
-    "ScriptedModel",
-    "chunk_groups",
-]
-
-_PARTIAL: tuple[Chunk, ...] = (
-    {"type": "block-start", "index": 0, "blockType": "text"},
-    {"type": "text-delta", "index": 0, "text": "partial"},
+from dsh_core._events import Chunk
+from dsh_core._model import ModelRequest
+from dsh_core._script_player import (
+    ChunksEntry,
+    HangEntry,
+    PlayerScript,
+    ScriptEntry,
+    ScriptPlayer,
+    ThrowEntry,
+    play_entry,
 )
 
+__all__ = ["ScriptError", "ScriptedModel", "ScriptLike"]
 
-@dataclass(frozen=True)
-class Raise:
-    """Yield ``chunks``, then raise ``error`` (a ``ModelError``, or anything else)."""
-
-    error: Exception
-    chunks: Sequence[Chunk] = ()
-
-
-@dataclass(frozen=True)
-class Hang:
-    """Yield ``chunks`` (by default a partial text), then wait until cancelled."""
-
-    chunks: Sequence[Chunk] = field(default=_PARTIAL)
-
-
-ScriptEntry = Sequence[Chunk] | ModelError | Raise | Hang
-"""One ``stream()`` call: chunks to yield, a ``ModelError`` to raise at once, a ``Raise``
-(chunks then an error) or a ``Hang``."""
+ScriptLike = Sequence[ScriptEntry | Sequence[Chunk]]
+"""A script as tests write it: entries, where a bare chunk list stands for a ``ChunksEntry``."""
 
 
 class ScriptError(DshError):
     """The scripted model was used in a way its scripts do not cover."""
 
 
-@dataclass
-class _Binding:
-    session_id: str
-    script: Sequence[ScriptEntry]
-    label: str
-    calls: int = 0
+def _script(label: str, raw: ScriptLike) -> PlayerScript[ScriptEntry]:
+    entries: list[ScriptEntry] = []
+    for item in raw:
+        if isinstance(item, ChunksEntry | ThrowEntry | HangEntry):
+            entries.append(item)
+        else:
+            entries.append(ChunksEntry(tuple(item)))
+    return PlayerScript(label, tuple(entries))
 
 
 class ScriptedModel:
@@ -76,72 +60,35 @@ class ScriptedModel:
     """
 
     def __init__(
-        self,
-        scripts: Iterable[Sequence[ScriptEntry]] = (),
-        *,
-        by_id: Mapping[str, Sequence[ScriptEntry]] | None = None,
+        self, scripts: Iterable[ScriptLike] = (), *, by_id: Mapping[str, ScriptLike] | None = None
     ) -> None:
-        self._unclaimed = [list(script) for script in scripts]
-        self._claimed = 0
-        self._bindings: dict[str, _Binding] = {
-            session_id: _Binding(session_id, list(script), f"script for {session_id}")
-            for session_id, script in (by_id or {}).items()
-        }
+        self._player = ScriptPlayer(
+            [_script(f"#{n}", script) for n, script in enumerate(scripts, 1)],
+            by_id={sid: _script(f"for {sid}", script) for sid, script in (by_id or {}).items()},
+        )
         self.requests: list[ModelRequest] = []
         self.closed = False
 
-    def _bind(self, session_id: str) -> _Binding:
-        binding = self._bindings.get(session_id)
-        if binding is None:
-            if self._claimed >= len(self._unclaimed):
-                raise ScriptError(
-                    f"session {session_id} called the model but every one of the "
-                    f"{len(self._unclaimed)} ordered scripts is already bound"
-                )
-            binding = _Binding(
-                session_id, self._unclaimed[self._claimed], f"script #{self._claimed + 1}"
-            )
-            self._claimed += 1
-            self._bindings[session_id] = binding
-        return binding
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        """Play the bound script's next entry.
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Play the bound script's next entry (binding happens at call time).
 
         Raises:
-            ScriptError: the session's script is exhausted, or no script is left to bind.
-            ModelError: the entry says so.
+            ScriptError: the session's script is exhausted, or no script is left to bind
+                (from the stream).
+            ModelError: the entry is a ``ThrowEntry``.
         """
         self.requests.append(request)
-        binding = self._bind(request.session_id)
-        if binding.calls >= len(binding.script):
-            raise ScriptError(
-                f"{binding.label} (session {binding.session_id}) has "
-                f"{len(binding.script)} entries; call {binding.calls + 1} has "
-                "none"
-            )
-        entry = binding.script[binding.calls]
-        binding.calls += 1
-        if isinstance(entry, ModelError):
-            raise entry
-        if isinstance(entry, Raise):
-            for chunk in entry.chunks:
-                yield chunk
-            raise entry.error
-        if isinstance(entry, Hang):
-            for chunk in entry.chunks:
-                yield chunk
-            await asyncio.get_running_loop().create_future()  # only a cancellation ends this
-            return
-        for chunk in entry:
-            yield chunk
+        binding, entry = self._player.next_entry(request.session_id)
+        if entry is None:
+            return _fail(ScriptError(self._player.miss(binding)))
+        return play_entry(entry)
 
     async def aclose(self) -> None:
         self.closed = True
 
     def calls_by_session(self) -> dict[str, int]:
         """How many ``stream()`` calls each bound session made."""
-        return {binding.session_id: binding.calls for binding in self._bindings.values()}
+        return self._player.calls_by_session()
 
     def assert_consumed(self) -> None:
         """Raise unless every script was bound and played to its end.
@@ -149,32 +96,12 @@ class ScriptedModel:
         Raises:
             ScriptError: naming each script never bound or only partly played.
         """
-        problems: list[str] = []
-        for index in range(self._claimed, len(self._unclaimed)):
-            problems.append(f"script #{index + 1} was never bound to a session")
-        for binding in self._bindings.values():
-            if binding.calls < len(binding.script):
-                problems.append(
-                    f"{binding.label} (session {binding.session_id}) played "
-                    f"{binding.calls} of {len(binding.script)} entries"
-                )
+        problems = self._player.problems()
         if problems:
             raise ScriptError("; ".join(problems))
 
 
-def chunk_groups(events: Iterable[Event]) -> list[list[Chunk]]:
-    """The chunks of a log's ``assistant/chunk`` events, one list per ``(turn, step)``.
-
-    Handy to turn a recorded log into a script: each step of a recording is one call.
-    """
-    groups: list[list[Chunk]] = []
-    current: tuple[object, object] | None = None
-    for event in events:
-        if event.type != "assistant/chunk":
-            continue
-        key = (event.data.get("turn"), event.data.get("step"))
-        if key != current:
-            groups.append([])
-            current = key
-        groups[-1].append(event.data["chunk"])
-    return groups
+async def _fail(error: Exception) -> AsyncIterator[Chunk]:
+    for chunk in ():  # an async generator that fails on its first step
+        yield chunk
+    raise error

@@ -3,7 +3,9 @@
 ``ScriptedModelServer`` is a real HTTP server on 127.0.0.1 that answers
 ``POST /chat/completions`` with scripted server-sent events, per session (routed by the
 ``X-DSH-Session-Id`` header, or by content through a ``ScriptLibrary`` of scenario folders),
-with scripted faults (``Fault``) and pauses (``Pause``), and serves ``GET /models``. A
+with scripted faults (``Fault``) and pauses (``Pause``), and serves ``GET /models``. Scripts
+use the entry vocabulary of ``dsh_core``'s script player (``ChunksEntry``, ``ThrowEntry``,
+``HangEntry``), which binds sessions to scripts here as in every other dsh player. A
 ``DeepSeekClient`` pointed at it (with ``send_session_id``, unless a library routes) yields
 exactly the scripted chunks. Its strict mode behaves as the live API does today. ``main`` is
 the console script ``dsh-scripted-model-server``. This module does not import pytest.
@@ -18,6 +20,7 @@ from dsh_llm_deepseek.testing._script import (
     Response,
     ScriptDocument,
     ScriptError,
+    ScriptItem,
     load_script_file,
     parse_script_document,
     validate_script,
@@ -33,6 +36,7 @@ __all__ = [
     "Router",
     "ScriptDocument",
     "ScriptError",
+    "ScriptItem",
     "ScriptLibrary",
     "ScriptedModelServer",
     "load_script_file",

@@ -14,8 +14,9 @@ from types import FrameType
 from typing import Any
 
 from dsh_llm_deepseek._settings import SERVED_MODELS
+from dsh_llm_deepseek.testing._faults import Fault
 from dsh_llm_deepseek.testing._library import ScriptLibrary
-from dsh_llm_deepseek.testing._script import Fault, ScriptError
+from dsh_llm_deepseek.testing._script import ScriptError
 from dsh_llm_deepseek.testing._server import ScriptedModelServer
 
 __all__ = ["main"]

@@ -22,7 +22,7 @@ from dsh_core import Chunk
 from dsh_llm_deepseek._client import SESSION_HEADER
 from dsh_llm_deepseek.testing._contract import api_error, check_chat_body, model_list
 from dsh_llm_deepseek.testing._encode import ChunkEncoder
-from dsh_llm_deepseek.testing._script import Fault, Pause
+from dsh_llm_deepseek.testing._faults import Fault, Pause
 
 if TYPE_CHECKING:
     from dsh_llm_deepseek.testing._server import ScriptedModelServer

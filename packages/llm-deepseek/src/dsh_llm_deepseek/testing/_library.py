@@ -31,6 +31,7 @@ from typing import Any, cast
 from dsh_llm_deepseek.testing._script import (
     Response,
     ScriptError,
+    ScriptItem,
     load_script_file,
     validate_script,
 )
@@ -146,7 +147,7 @@ class ScriptLibrary:
         """The scenario folder names loaded, in order."""
         return sorted({e.scenario for e in self._entries})
 
-    def serve_first(self, responses: Sequence[Response]) -> None:
+    def serve_first(self, responses: Sequence[ScriptItem]) -> None:
         """Answer the next ``len(responses)`` chat requests with these, before any routing.
 
         Raises:

@@ -8,19 +8,20 @@ session's script.
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from dsh_core import PlayerScript, ScriptPlayer
 from dsh_llm_deepseek._client import SESSION_HEADER
 from dsh_llm_deepseek._settings import SERVED_MODELS
 from dsh_llm_deepseek.testing._handler import HTTPServer
 from dsh_llm_deepseek.testing._script import (
     Fault,
     Response,
+    ScriptItem,
     load_script_file,
     validate_script,
 )
@@ -57,23 +58,20 @@ class RecordedRequest:
     path: str
 
 
-@dataclass(slots=True)
-class _Script:
-    responses: list[Response]
-    cursor: int = 0
-
-
 class ScriptedModelServer:
     """A scripted OpenAI-compatible SSE model server on 127.0.0.1, for tests.
 
     Use it as a context manager (or :meth:`start` / :meth:`close`). Each session's script is a
-    list of responses: chunk lists (the dsh ``Chunk`` union, optionally with :class:`Pause`
-    markers) or :class:`Fault`\\ s; every request of the session consumes the next one.
-    :meth:`add_session` queues a script for the next session id the server has not seen;
-    :meth:`set_session` binds one to an explicit id. A request from an unknown session with
-    nothing queued, or past the end of its script, gets HTTP 410 with a JSON error body naming
-    the session and call number (a 4xx, so no client retries it and the call named is the one
-    that missed); it is recorded like every other request.
+    list of responses in the entry vocabulary every dsh script player shares
+    (``dsh_core.ChunksEntry``, ``ThrowEntry``, ``HangEntry``; a bare chunk list, optionally
+    with :class:`Pause` markers, is short for a ``ChunksEntry``) plus the HTTP-only
+    :class:`Fault`\\ s; every request of the session consumes the next one. Binding and
+    counting are ``dsh_core.ScriptPlayer``'s: :meth:`add_session` queues a script for the next
+    session id the server has not seen; :meth:`set_session` binds one to an explicit id. A
+    request from an unknown session with nothing queued, or past the end of its script, gets
+    HTTP 410 with a JSON error body naming the session and call number (a 4xx, so no client
+    retries it and the call named is the one that missed); it is recorded like every other
+    request.
 
     ``GET /models`` lists ``models``. In strict mode the server behaves as the live API does
     today (see ``_contract``): a bearer key is required (401), a model it does not serve, or a
@@ -96,7 +94,7 @@ class ScriptedModelServer:
 
     def __init__(
         self,
-        sessions: Sequence[Sequence[Response]] = (),
+        sessions: Sequence[Sequence[ScriptItem]] = (),
         *,
         api_key: str | None = None,
         port: int = 0,
@@ -117,15 +115,14 @@ class ScriptedModelServer:
         self.chat_fault = chat_fault
         self._port = port
         self._lock = threading.Lock()
-        self._queued: deque[_Script] = deque()
-        self._bound: dict[str, _Script] = {}
+        self._player: ScriptPlayer[Response] = ScriptPlayer()
         self._calls: dict[str | None, int] = {}
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         for i, script in enumerate(sessions):
-            self._queued.append(_Script(validate_script(script, path=f"sessions[{i}]")))
+            self._queue(validate_script(script, path=f"sessions[{i}]"))
 
     @classmethod
     def from_file(
@@ -189,21 +186,24 @@ class ScriptedModelServer:
 
     # --- scripts -----------------------------------------------------------------------------
 
-    def add_session(self, responses: Sequence[Response]) -> None:
+    def add_session(self, responses: Sequence[ScriptItem]) -> None:
         """Queue a script for the next new session id, in order of their first requests.
 
         Raises:
             ScriptError: a chunk is not a valid dsh chunk (the message says which).
         """
-        script = _Script(validate_script(responses))
+        script = validate_script(responses)
         with self._lock:
-            self._queued.append(script)
+            self._queue(script)
 
-    def set_session(self, session_id: str, responses: Sequence[Response]) -> None:
+    def set_session(self, session_id: str, responses: Sequence[ScriptItem]) -> None:
         """Bind a script to an explicit session id (replacing any script it had)."""
-        script = _Script(validate_script(responses))
+        script = PlayerScript(f"for {session_id}", tuple(validate_script(responses)))
         with self._lock:
-            self._bound[session_id] = script
+            self._player.assign(session_id, script)
+
+    def _queue(self, responses: Sequence[Response]) -> None:
+        self._player.add(PlayerScript(f"#{len(self._player.scripts) + 1}", tuple(responses)))
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -218,16 +218,7 @@ class ScriptedModelServer:
     def unconsumed(self) -> list[str]:
         """Sentences naming every queued script never bound and every unfinished script."""
         with self._lock:
-            out = [
-                f"queued script #{i + 1} ({len(s.responses)} responses) was never bound"
-                for i, s in enumerate(self._queued)
-            ]
-            out.extend(
-                f"session {sid!r} consumed {s.cursor} of {len(s.responses)} responses"
-                for sid, s in self._bound.items()
-                if s.cursor < len(s.responses)
-            )
-        return out
+            return self._player.problems()
 
     def assert_consumed(self) -> None:
         """Raise ``AssertionError`` listing :meth:`unconsumed` problems, if any."""
@@ -248,30 +239,9 @@ class ScriptedModelServer:
         with self._lock:
             if session_id is None:
                 return call, None, f"request without a {SESSION_HEADER} header (call {call})"
-            script = self._bound.get(session_id)
-            if script is None:
-                if not self._queued:
-                    return (
-                        call,
-                        None,
-                        (
-                            f"no script for session {session_id!r} (call {call}): "
-                            "it is not bound and no script is queued"
-                        ),
-                    )
-                script = self._queued.popleft()
-                self._bound[session_id] = script
-            if script.cursor >= len(script.responses):
-                return (
-                    call,
-                    None,
-                    (
-                        f"session {session_id!r} exhausted its script: call {call},"
-                        f" script has {len(script.responses)} responses"
-                    ),
-                )
-            response = script.responses[script.cursor]
-            script.cursor += 1
+            binding, response = self._player.next_entry(session_id)
+            if response is None:
+                return call, None, self._player.miss(binding)
             return call, response, None
 
     def _record(
