@@ -7,6 +7,7 @@ written back (``refresh``, ``record``). A pytest plugin turns each scenario into
 CLI (``dsh-snapshot replay|refresh|record|list|proof PATH…``) runs them directly.
 """
 
+from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._batch import run_many, run_proof, summary_line
 from dsh_snapshot._compat import (
@@ -19,13 +20,6 @@ from dsh_snapshot._compat import (
 from dsh_snapshot._confine import ConfinementError, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
-from dsh_snapshot._normalize import (
-    CWD,
-    SESSION_ID,
-    Normalizer,
-    normalize_frames,
-    normalize_log_text,
-)
 from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
 from dsh_snapshot._runner import (
     Check,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh_core import DshError
+from dsh_core import DshError, dumps_line
 from dsh_llm_replay import NotConsumedError, ReplayError, check_report
 from dsh_snapshot._agent import AgentError, AgentProcess, as_object, base_env
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -27,15 +27,8 @@ from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_w
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._harvest import expected_fixtures as _expected
-from dsh_snapshot._harvest import harvest, harvest_logs
+from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
-from dsh_snapshot._normalize import (
-    Normalizer,
-    dumps_line,
-    logs_cwds_and_ids,
-    normalize_frames,
-    normalize_log,
-)
 from dsh_snapshot._provenance import (
     Provenance,
     Usage,
@@ -413,10 +406,9 @@ def _run(
         # Each harvested log is parsed once: ordering, names and normalising share it.
         parsed = harvest_logs(root, options.composition)
         result.sessions = len(parsed)
-        cwds, ids = logs_cwds_and_ids(parsed)
-        norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
-        logs = [normalize_log(log, norm) for log in parsed]
-        frames = normalize_frames(agent.frames, norm)
+        logs, frames = normalized_outputs(
+            scenario, parsed, agent.frames, cwds=[str(cwd)], session_ids=agent.session_ids
+        )
         result.logs, result.frames = logs, frames
         result.usage = recording_usage(logs)
         consumed = True
