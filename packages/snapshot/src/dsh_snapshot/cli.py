@@ -1,4 +1,4 @@
-"""dsh-snapshot: replay, refresh, record, list and prove scenario folders given by path.
+"""dsh-snapshot: replay, refresh, record, list, prove, review and accept scenario folders by path.
 
 Paths may be scenario folders (holding input.json), files inside one, or folders containing
 them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
@@ -24,6 +24,7 @@ from rich.table import Table
 
 from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
+from dsh_snapshot._review import REVIEW_COMMANDS, review_command
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import BrokenScenario, Scenario, ScenarioError, discover_each
@@ -173,6 +174,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="exit 1 when a live recording is older than DAYS days",
     )
+    for name, help_text in REVIEW_COMMANDS.items():
+        add(name, help_text)
     add_new_parser(sub)
     return parser
 
@@ -304,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_FAILED
     if command == "list":
         return _list(console, scenarios, broken, cast(int | None, args.max_age))
+    if command in REVIEW_COMMANDS:
+        print_broken(console, broken)
+        return _EXIT_USAGE if broken else review_command(command, scenarios)
     status = _run(console, command, scenarios, broken, args)
     return _EXIT_USAGE if broken else status
 
