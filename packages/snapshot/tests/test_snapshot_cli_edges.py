@@ -129,7 +129,7 @@ def test_dsh_snapshot_answers_help_and_version(flag: str) -> None:
 
 
 def test_subcommand_help_has_no_backticks_and_documents_exit_codes() -> None:
-    for command in ("replay", "refresh", "record", "proof", "list"):
+    for command in ("replay", "refresh", "record", "proof", "list", "review", "accept"):
         done = _run("dsh-snapshot", command, "--help")
         assert done.returncode == 0
         assert "`" not in done.stdout, command

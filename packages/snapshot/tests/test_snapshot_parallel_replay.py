@@ -17,17 +17,9 @@ from typing import Any
 import pytest
 
 from dsh_acp_agent import AgentSettings, build_agent
-from dsh_core import CreateOptions, SessionMeta
+from dsh_core import CreateOptions, SessionMeta, log_normalizer, normalize_log, read_log
 from dsh_llm_replay import ReplayModelClient
-from dsh_snapshot import (
-    Normalizer,
-    SnapshotSettings,
-    harvest,
-    load_scenario,
-    normalize_log_text,
-    run_scenario,
-)
-from dsh_snapshot._normalize import log_cwds_and_ids
+from dsh_snapshot import SnapshotSettings, harvest, load_scenario, run_scenario
 
 SCENARIO = Path(__file__).resolve().parents[3] / "snapshots" / "sdk" / "subagent-parallel"
 JITTER_MS = 50
@@ -36,9 +28,9 @@ SUBPROCESS_RUNS = 3
 
 
 def _normalized(texts: list[tuple[str, str]], cwds: set[str]) -> list[list[Any]]:
-    found_cwds, ids = log_cwds_and_ids(texts)
-    norm = Normalizer(cwds | found_cwds, ids)
-    return [normalize_log_text(text, source, norm) for source, text in texts]
+    logs = [read_log(text.splitlines(), source) for source, text in texts]
+    norm = log_normalizer(logs, tree=True, cwds=cwds)
+    return [normalize_log(log, norm) for log in logs]
 
 
 def _expected() -> list[list[Any]]:

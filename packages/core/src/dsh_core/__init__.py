@@ -84,7 +84,7 @@ from dsh_core._loop_profile import (
     LoopProfile,
     loop_behaviour,
 )
-from dsh_core._messages import messages_from_events
+from dsh_core._messages import delegated_prompts, first_user_text, messages_from_events
 from dsh_core._model import (
     ALLOW_MODEL_REQUESTS_ENV,
     AssistantMessage,
@@ -96,6 +96,19 @@ from dsh_core._model import (
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._normalize import (
+    CWD,
+    SESSION_ID,
+    Normalizer,
+    creation_order,
+    dumps_line,
+    log_normalizer,
+    normalize_frames,
+    normalize_log,
+    normalize_log_text,
+    parse_jsonl,
+    session_placeholder,
 )
 from dsh_core._sandbox import (
     SandboxMechanisms,
@@ -227,6 +240,18 @@ __all__ = [
     "StoreVersionError",
     # files
     "atomic_write",
+    # normalisation (comparing runs)
+    "CWD",
+    "SESSION_ID",
+    "Normalizer",
+    "creation_order",
+    "dumps_line",
+    "log_normalizer",
+    "normalize_frames",
+    "normalize_log",
+    "normalize_log_text",
+    "parse_jsonl",
+    "session_placeholder",
     # agent loop, built-in tools, message view
     "DEFAULT_SYSTEM_PROMPT",
     "Agent",
@@ -239,6 +264,8 @@ __all__ = [
     "SubagentTool",
     "TurnOutcome",
     "bash_argument_errors",
+    "delegated_prompts",
+    "first_user_text",
     "messages_from_events",
     "next_turn_number",
     "render_bash_result",

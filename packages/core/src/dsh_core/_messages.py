@@ -9,7 +9,7 @@ from typing import Any, cast
 from dsh_core._events import ContentBlock, Event, TextBlock
 from dsh_core._model import AssistantMessage, Message, ToolMessage, UserMessage
 
-__all__ = ["messages_from_events"]
+__all__ = ["delegated_prompts", "first_user_text", "messages_from_events"]
 
 _ASSISTANT_BLOCK_TYPES = frozenset({"text", "reasoning", "tool-call"})
 
@@ -130,3 +130,34 @@ def _tool_messages(data: Mapping[str, Any]) -> list[ToolMessage]:
             )
         )
     return messages
+
+
+def first_user_text(events: Iterable[Event]) -> str | None:
+    """The text of the first user message among ``events`` (a child's own events begin with
+    the prompt it was delegated), or ``None``."""
+    for message in messages_from_events(events):
+        if message["role"] == "user":
+            return "".join(block["text"] for block in message["content"])
+    return None
+
+
+def delegated_prompts(events: Sequence[Event]) -> list[tuple[int, str, str]]:
+    """``(position, callId, prompt)`` of every ``tool/call`` whose JSON arguments carry a
+    string ``prompt`` (a subagent delegation), in log order; ``position`` is the event's
+    index in ``events``. Calls with arguments that are not a JSON object are skipped."""
+    out: list[tuple[int, str, str]] = []
+    for position, event in enumerate(events):
+        if event.type != "tool/call":
+            continue
+        call_id, raw = event.data.get("callId"), event.data.get("arguments")
+        if not isinstance(call_id, str) or not isinstance(raw, str):
+            continue
+        try:
+            arguments: Any = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(arguments, dict):
+            prompt = cast(dict[str, Any], arguments).get("prompt")
+            if isinstance(prompt, str):
+                out.append((position, call_id, prompt))
+    return out

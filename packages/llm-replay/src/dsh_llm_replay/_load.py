@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
 
-from dsh_core import Event, SessionLog, messages_from_events, read_log_file
+from dsh_core import (
+    Event,
+    SessionLog,
+    delegated_prompts,
+    first_user_text,
+    read_log_file,
+)
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
@@ -45,30 +49,8 @@ class SessionScript:
     delegated: tuple[DelegatedCall, ...] = ()
 
 
-def _first_prompt(events: Sequence[Event]) -> str | None:
-    for message in messages_from_events(events):
-        if message["role"] == "user":
-            return "".join(block["text"] for block in message["content"])
-    return None
-
-
 def _delegated_calls(events: Sequence[Event]) -> tuple[DelegatedCall, ...]:
-    calls: list[DelegatedCall] = []
-    for event in events:
-        if event.type != "tool/call":
-            continue
-        call_id, raw = event.data.get("callId"), event.data.get("arguments")
-        if not isinstance(call_id, str) or not isinstance(raw, str):
-            continue
-        try:
-            arguments: Any = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(arguments, dict):
-            prompt = cast(dict[str, Any], arguments).get("prompt")
-            if isinstance(prompt, str):
-                calls.append(DelegatedCall(call_id, prompt))
-    return tuple(calls)
+    return tuple(DelegatedCall(call_id, prompt) for _, call_id, prompt in delegated_prompts(events))
 
 
 def _read_log(path: Path | str) -> SessionLog:
@@ -144,7 +126,7 @@ def load_session_scripts(
             source,
             header,
             tuple(entries),
-            _first_prompt(events),
+            first_user_text(events),
             _delegated_calls(events),
         )
     ]
@@ -160,17 +142,21 @@ def load_session_scripts(
                 child_source,
                 child_header,
                 tuple(derive_replay_script(events, child_source)),
-                _first_prompt(own),
+                first_user_text(own),
                 _delegated_calls(own),
             )
         )
-    kids.sort(key=lambda k: (k.header.created_at, k.header.id, _natural(Path(k.source).name)))
+    kids.sort(
+        key=lambda k: (k.header.created_at, _natural(k.header.id), _natural(Path(k.source).name))
+    )
     return scripts + kids
 
 
 def _natural(name: str) -> tuple[str | int, ...]:
-    """``session.2.jsonl`` before ``session.10.jsonl``: the last tiebreak of binding order.
+    """``session.2.jsonl`` before ``session.10.jsonl`` (and ``{{session:2}}`` before
+    ``{{session:10}}``, the ids of normalised fixtures): the tiebreaks of binding order.
 
-    Normalized fixtures share createdAt 0 and one placeholder id, so without it the order the
-    caller listed the files in would decide which child takes which script."""
+    Normalized fixtures share createdAt 0 (and, in upstream's scheme, one placeholder id), so
+    without it the order the caller listed the files in would decide which child takes which
+    script."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))

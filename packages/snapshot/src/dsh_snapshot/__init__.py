@@ -8,6 +8,7 @@ written back (``refresh``, ``record``). One engine does it (:func:`run` with a
 (``dsh-snapshot replay|refresh|record|list|proof PATH…``) runs them directly, both over it.
 """
 
+from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._batch import run_proof, summary_line
 from dsh_snapshot._compat import (
@@ -22,13 +23,6 @@ from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._discover import discover
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
-from dsh_snapshot._normalize import (
-    CWD,
-    SESSION_ID,
-    Normalizer,
-    normalize_frames,
-    normalize_log_text,
-)
 from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
 from dsh_snapshot._runner import ScenarioResult, harvest, run_scenario, write_fixtures
 from dsh_snapshot._scenario import (

@@ -12,29 +12,24 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_core import SessionLog, read_log, read_log_file
-from dsh_core.plugins import store_backend
-from dsh_snapshot._normalize import (
-    Normalizer,
-    logs_cwds_and_ids,
+from dsh_core import (
+    SessionLog,
+    creation_order,
+    log_normalizer,
     normalize_frames,
     normalize_log,
     parse_jsonl,
+    read_log,
+    read_log_file,
 )
+from dsh_core.plugins import store_backend
 from dsh_snapshot._scenario import Scenario
 
-__all__ = ["expected_fixtures", "harvest", "harvest_logs"]
-
-
-def _log_order(log: SessionLog) -> tuple[int, int, int, str]:
-    first_time = log.events[0].time if log.events else 0
-    child = 1 if log.header.parent_session else 0
-    # (createdAt, id) is the contract; the first event's time only breaks a same-millisecond
-    # tie between siblings, which a random id would otherwise order at random.
-    return (child, log.header.created_at, first_time, log.header.id)
+__all__ = ["expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
 
 
 def _harvest_texts(root: Path, persistence: str) -> list[str]:
@@ -50,19 +45,35 @@ def harvest_logs(root: Path, persistence: str) -> list[SessionLog]:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
     logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, persistence)]
-    return sorted(logs, key=_log_order)
+    return creation_order(logs)
 
 
 def harvest(root: Path, persistence: str) -> list[str]:
     """Every session log the store backend ``persistence`` holds under a sessions root: the
-    primary first, then children by ``(createdAt, id)``.
+    primary first, then children in :func:`dsh_core.creation_order`.
 
     Raises:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
     texts = _harvest_texts(root, persistence)
-    keys = [_log_order(read_log(text.splitlines(), str(root))) for text in texts]
-    return [text for _, text in sorted(zip(keys, texts, strict=True), key=lambda pair: pair[0])]
+    logs = [read_log(text.splitlines(), str(root)) for text in texts]
+    position = {id(log): index for index, log in enumerate(logs)}
+    return [texts[position[id(log)]] for log in creation_order(logs)]
+
+
+def normalized_outputs(
+    scenario: Scenario,
+    logs: list[SessionLog],
+    frames: list[Any],
+    *,
+    cwds: Iterable[str] = (),
+    session_ids: Iterable[str] = (),
+) -> tuple[list[list[Any]], list[Any]]:
+    """A run's harvested logs (in :func:`harvest_logs` order) and stdout frames, normalised:
+    our scenarios name sessions by the tree scheme (``{{session:N}}``), upstream folders
+    (no ``snapshot.yml``) by upstream's flat one (see :mod:`dsh_core._normalize`)."""
+    norm = log_normalizer(logs, tree=scenario.meta is not None, cwds=cwds, session_ids=session_ids)
+    return [normalize_log(log, norm) for log in logs], normalize_frames(frames, norm)
 
 
 _EXPECTED_CACHE_SIZE = 64
@@ -100,13 +111,9 @@ def _signature(path: Path) -> tuple[int, int]:
 
 def _read_expected(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
     parsed = [read_log_file(p) for p in scenario.session_files]
-    cwds, ids = logs_cwds_and_ids(parsed)
-    norm = Normalizer(cwds, ids)
-    logs = [normalize_log(log, norm) for log in parsed]
-    frames: list[Any] = []
+    raw: list[Any] = []
     if scenario.stdout_file.is_file():
         raw = parse_jsonl(
             scenario.stdout_file.read_text(encoding="utf-8"), str(scenario.stdout_file)
         )
-        frames = normalize_frames(raw, norm)
-    return logs, frames
+    return normalized_outputs(scenario, parsed, raw)

@@ -30,6 +30,8 @@ __all__ = [
     "INPUT_FILE",
     "AllowEntry",
     "META_FILE",
+    "OVERRIDE_FILE",
+    "PENDING_DIR",
     "SCRIPT_FILE",
     "Scenario",
     "ScenarioError",
@@ -46,6 +48,8 @@ INPUT_FILE = "input.json"
 META_FILE = "snapshot.yml"
 SCRIPT_FILE = "model.script.json"
 OVERRIDE_FILE = "replay.override.json"
+PENDING_DIR = ".pending"
+"""Where a failing replay keeps its actual outputs, inside the scenario (git ignores it)."""
 UPSTREAM_STDOUT = "stdout.golden.jsonl"
 STDOUT_FILES = ("stdout.expected.jsonl", UPSTREAM_STDOUT)
 PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")

@@ -1,4 +1,4 @@
-"""dsh-snapshot: replay, refresh, record, list and prove scenario folders given by path.
+"""dsh-snapshot: replay, refresh, record, list, prove, review and accept scenario folders by path.
 
 Paths may be scenario folders (holding input.json), files inside one, or folders containing
 them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
@@ -29,6 +29,7 @@ from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
+from dsh_snapshot._review import REVIEW_COMMANDS, review_command
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -184,6 +185,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="exit 1 when a live recording is older than DAYS days",
     )
+    for name, help_text in REVIEW_COMMANDS.items():
+        add(name, help_text)
     add_new_parser(sub)
     return parser
 
@@ -279,7 +282,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         "paths": tuple(cast(list[Path], args.paths)),
         "names": tuple(cast(list[str] | None, args.names) or ()),
     }
-    if command != "list":
+    if command != "list" and command not in REVIEW_COMMANDS:
         fields |= {
             "jobs": cast(int, args.jobs),
             "timeout": cast(float, args.timeout),
@@ -323,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_FAILED
     if command == "list":
         return _list(console, scenarios, broken, cast(int | None, args.max_age))
+    if command in REVIEW_COMMANDS:
+        print_broken(console, broken)
+        return _EXIT_USAGE if broken else review_command(command, scenarios)
     status = _run(console, command, settings, selection)
     return _EXIT_USAGE if broken else status
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh_core._events import Event, SessionHeader
+from dsh_core._logformat import SessionLog
+from dsh_core._normalize import log_normalizer, normalize_log
 
 __all__ = ["normalized_rows", "upstream_corpus"]
 
@@ -28,19 +29,8 @@ def upstream_corpus(near: str | Path) -> Path | None:
 
 
 def normalized_rows(header: SessionHeader, events: Sequence[Event]) -> list[dict[str, Any]]:
-    """A log as wire objects with its id, parent id and cwd replaced by placeholders and every
-    ``createdAt``/``time`` set to 0, so logs recorded at other times and places compare."""
-    rows = [header.to_json(), *(event.to_json() for event in events)]
-    text = json.dumps(rows)
-    replacements = {header.id: "{{sessionId}}"}
-    if header.parent_session:
-        replacements[header.parent_session] = "{{sessionId}}"
-    if header.cwd:
-        replacements[header.cwd] = "{{cwd}}"
-    for old, new in replacements.items():
-        text = text.replace(json.dumps(old)[1:-1], new)
-    out: list[dict[str, Any]] = json.loads(text)
-    out[0]["createdAt"] = 0
-    for row in out[1:]:
-        row["time"] = 0
-    return out
+    """A log as wire objects normalised by upstream's flat scheme (:func:`dsh_core.Normalizer`:
+    ids, parent id and any UUID → ``{{sessionId}}``, cwd → ``{{cwd}}``, every
+    ``createdAt``/``time`` 0), so logs recorded at other times and places compare."""
+    log = SessionLog(header, list(events))
+    return normalize_log(log, log_normalizer([log], tree=False))

@@ -1,0 +1,219 @@
+"""Pending outputs: what a failing replay actually produced, kept beside the expected files.
+
+A replay of one of our scenarios (``snapshot.yml``) that fails keeps its normalised outputs
+in ``<scenario>/.pending/<persistence>/`` (git ignores ``.pending/``): the files exactly as
+``refresh`` would write them, plus ``pending.json`` saying why the run failed and the digest
+of every file the outputs were compared with or derived from. A replay that passes removes
+them. ``dsh-snapshot review`` / ``accept`` read them (:mod:`dsh_snapshot._review`).
+
+Upstream folders keep nothing: they are reference data this tool only reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsh_core import DshError, atomic_write, dumps_line
+from dsh_snapshot._keyscan import scan_text
+from dsh_snapshot._scenario import INPUT_FILE, META_FILE, OVERRIDE_FILE, PENDING_DIR, Scenario
+
+__all__ = [
+    "MANIFEST",
+    "PENDING_DIR",
+    "Pending",
+    "PendingError",
+    "clear_pending",
+    "fixture_files",
+    "keep_pending",
+    "load_pending",
+    "stale_inputs",
+]
+
+MANIFEST = "pending.json"
+_FORMAT = 1
+
+
+class PendingError(DshError):
+    """Pending outputs are missing, unreadable or cannot be accepted; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One store backend's pending outputs of one scenario.
+
+    Attributes:
+        scenario: the scenario.
+        persistence: the store backend of the failing run (``jsonl``, ``sqlite``).
+        folder: ``<scenario>/.pending/<persistence>``.
+        files: fixture name → the actual text the run produced.
+        failures: why the run failed, as the gate reported it.
+        acceptable: the run itself went through (only its outputs differ), so accepting it
+            is what ``refresh`` would write; ``False`` when the agent crashed or the replay
+            was not consumed.
+        inputs: file name → ``sha256:…`` of each input when the run happened (``""``: absent).
+    """
+
+    scenario: Scenario
+    persistence: str
+    folder: Path
+    files: dict[str, str]
+    failures: tuple[str, ...]
+    acceptable: bool
+    inputs: dict[str, str]
+
+
+def _render(rows: Sequence[Any]) -> str:
+    return "".join(dumps_line(r) + "\n" for r in rows)
+
+
+def fixture_files(
+    scenario: Scenario, logs: Sequence[Sequence[Any]], frames: Sequence[Any]
+) -> dict[str, str]:
+    """The fixture files of normalised outputs, by name, as ``refresh`` writes them."""
+    files = {scenario.stdout_file.name: _render(frames)}
+    for index, rows in enumerate(logs):
+        files["session.jsonl" if index == 0 else f"session.{index}.jsonl"] = _render(rows)
+    return files
+
+
+def _digest(path: Path) -> str:
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return ""
+
+
+def _inputs(scenario: Scenario) -> dict[str, str]:
+    """Digests of what the run compared with (fixtures) or derived from (steps, override,
+    meta): a pending run is stale as soon as one of them changes."""
+    names = {p.name for p in scenario.path.glob("session*.jsonl")}
+    names |= {scenario.stdout_file.name, INPUT_FILE, META_FILE, OVERRIDE_FILE}
+    return {name: _digest(scenario.path / name) for name in sorted(names)}
+
+
+def stale_inputs(pending: Pending) -> list[str]:
+    """The inputs that changed since ``pending`` was written (added, removed or edited)."""
+    now = _inputs(pending.scenario)
+    names = sorted(set(now) | set(pending.inputs))
+    return [n for n in names if now.get(n, "") != pending.inputs.get(n, "")]
+
+
+def _root(scenario: Scenario) -> Path:
+    return scenario.path / PENDING_DIR
+
+
+def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
+    """Remove a scenario's pending outputs (one backend's, or all of them)."""
+    root = _root(scenario)
+    if persistence is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    shutil.rmtree(root / persistence, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: another persistence's are still pending
+        root.rmdir()
+
+
+def keep_pending(
+    scenario: Scenario,
+    persistence: str,
+    logs: Sequence[Sequence[Any]],
+    frames: Sequence[Any],
+    failures: Sequence[str],
+    acceptable: bool,
+) -> str | None:
+    """After a replay: keep the outputs of a failed run of one of our scenarios, or clear
+    them when it passed. Called by the runner; never raises for a scenario problem.
+
+    ``acceptable``: the run itself went through before its outputs were compared (the agent
+    exited cleanly, the replay was consumed), so accepting its outputs is what ``refresh``
+    would write.
+
+    Returns:
+        for a failed run, a note for its failures: where the outputs were kept, or why they
+        could not be; ``None`` when the run passed or the scenario is upstream's.
+    """
+    if scenario.meta is None:
+        return None
+    if not failures:
+        clear_pending(scenario, persistence)
+        return None
+    files = fixture_files(scenario, logs, frames)
+    allowed = {(e.file, e.line, e.hash) for e in scenario.meta.secrets_allowlist}
+    folder = _root(scenario) / persistence
+    for name, text in files.items():
+        flagged = [
+            f
+            for f in scan_text(text, folder / name, name)
+            if (f.file, f.line, f.hash) not in allowed
+        ]
+        if flagged:
+            return f"pending outputs not kept: the key scan flagged {flagged[0]}"
+    manifest = {
+        "version": _FORMAT,
+        "persistence": persistence,
+        "acceptable": acceptable,
+        "failures": list(failures),
+        "inputs": _inputs(scenario),
+        "files": sorted(files),
+    }
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            atomic_write(folder / name, text.encode("utf-8"))
+        # The manifest last: a folder without one is an interrupted write, never read.
+        atomic_write(folder / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
+    except OSError as exc:
+        return f"pending outputs not kept in {folder}: {exc}"
+    return (
+        f"actual outputs kept in {folder}: `dsh-snapshot review {scenario.path}` shows and "
+        "accepts them"
+    )
+
+
+def _load_one(scenario: Scenario, folder: Path) -> Pending:
+    source = folder / MANIFEST
+    try:
+        raw: Any = json.loads(source.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict) or raw.get("version") != _FORMAT:  # pyright: ignore[reportUnknownMemberType]
+            raise ValueError(f"not a version {_FORMAT} manifest")
+        manifest: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+        names: list[str] = [str(n) for n in manifest["files"]]
+        files = {n: (folder / n).read_text(encoding="utf-8") for n in names}
+        return Pending(
+            scenario,
+            str(manifest["persistence"]),
+            folder,
+            files,
+            tuple(str(f) for f in manifest["failures"]),
+            bool(manifest["acceptable"]),
+            {str(k): str(v) for k, v in dict(manifest["inputs"]).items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PendingError(
+            f"{source}: unreadable pending outputs ({exc}); replay the scenario again "
+            f"(dsh-snapshot replay {scenario.path}) to write them afresh"
+        ) from None
+
+
+def load_pending(scenario: Scenario) -> list[Pending]:
+    """A scenario's pending outputs, one per persistence that failed (``jsonl`` first).
+
+    Raises:
+        PendingError: a manifest is unreadable.
+    """
+    root = _root(scenario)
+    if not root.is_dir():
+        return []
+    folders = sorted(
+        (p for p in root.iterdir() if (p / MANIFEST).is_file()),
+        key=lambda p: (p.name != "jsonl", p.name),
+    )
+    return [_load_one(scenario, folder) for folder in folders]

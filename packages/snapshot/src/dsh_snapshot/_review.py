@@ -1,0 +1,279 @@
+"""``dsh-snapshot review`` and ``accept``: look at what a failing replay produced, keep it or not.
+
+``review`` shows, per scenario with pending outputs (:mod:`dsh_snapshot._pending`), why its
+replay failed and a unified diff of every fixture that changed (side by side when the terminal
+is wide enough), then asks *accept*, *reject* or *skip*, as ``cargo insta review`` does.
+``accept`` accepts without asking. Accepting is ``refresh`` for just that scenario: the same
+files, through the same staged key scan and atomic publish (:func:`write_fixtures`); rejecting
+drops the pending outputs. Pending outputs whose inputs changed since the failing run, or whose
+run itself went wrong (the agent crashed, the replay was not consumed), are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.prompt import Prompt
+from rich.table import Table
+from rich.text import Text
+
+from dsh_core import parse_jsonl
+from dsh_snapshot._pending import (
+    Pending,
+    PendingError,
+    clear_pending,
+    load_pending,
+    stale_inputs,
+)
+from dsh_snapshot._publish import DirtyRecordingError
+from dsh_snapshot._runner import write_fixtures
+from dsh_snapshot._scenario import Scenario
+
+__all__ = ["REVIEW_COMMANDS", "FileDiff", "accept_pending", "file_diffs", "review_command"]
+
+REVIEW_COMMANDS = {
+    "review": "show each scenario's pending outputs (what its failing replay produced) as a "
+    "diff against the expected ones and accept, reject or skip them",
+    "accept": "accept the pending outputs of failed replays without asking (refresh for just "
+    "those scenarios, with the same key scan)",
+}
+_SIDE_BY_SIDE_WIDTH = 160
+_MAX_DIFF_LINES = 400
+_EXIT_FAILED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """One fixture's expected text against the pending actual one."""
+
+    name: str
+    expected: list[str]
+    actual: list[str]
+
+
+def file_diffs(pending: Pending) -> list[FileDiff]:
+    """Every fixture whose pending text differs from the committed one, plus committed
+    children the run no longer produced (their actual side is empty)."""
+    folder = pending.scenario.path
+    names = set(pending.files) | {p.name for p in folder.glob("session.*.jsonl")}
+    out: list[FileDiff] = []
+    for name in sorted(names, key=lambda n: (n.startswith("stdout"), len(n), n)):
+        path = folder / name
+        expected = path.read_text(encoding="utf-8") if path.is_file() else ""
+        actual = pending.files.get(name, "")
+        if expected != actual:
+            out.append(FileDiff(name, expected.splitlines(), actual.splitlines()))
+    return out
+
+
+def _unified(diff: FileDiff) -> Text:
+    text = Text()
+    lines = list(
+        difflib.unified_diff(
+            diff.expected,
+            diff.actual,
+            f"{diff.name} (expected)",
+            f"{diff.name} (actual)",
+            lineterm="",
+        )
+    )
+    for line in lines[:_MAX_DIFF_LINES]:
+        style = "bold" if line.startswith(("---", "+++")) else ""
+        if not style:
+            style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        text.append(line + "\n", style=style)
+    if len(lines) > _MAX_DIFF_LINES:
+        text.append(f"… {len(lines) - _MAX_DIFF_LINES} more diff lines\n", style="dim")
+    return text
+
+
+def _side_by_side(diff: FileDiff) -> Table:
+    table = Table(title=diff.name, expand=True, show_lines=False)
+    table.add_column("line", justify="right", style="dim", no_wrap=True)
+    table.add_column("expected", overflow="fold", ratio=1)
+    table.add_column("actual", overflow="fold", ratio=1)
+    matcher = difflib.SequenceMatcher(None, diff.expected, diff.actual, autojunk=False)
+    rows = 0
+    for group in matcher.get_grouped_opcodes(2):
+        table.add_row("…", "", "", style="cyan")
+        for tag, i1, i2, j1, j2 in group:
+            for k in range(max(i2 - i1, j2 - j1)):
+                left = diff.expected[i1 + k] if i1 + k < i2 else ""
+                right = diff.actual[j1 + k] if j1 + k < j2 else ""
+                changed = tag != "equal"
+                table.add_row(
+                    str(i1 + k + 1 if i1 + k < i2 else j1 + k + 1),
+                    Text(left, style="red" if changed and left else ""),
+                    Text(right, style="green" if changed and right else ""),
+                )
+                rows += 1
+        if rows > _MAX_DIFF_LINES:
+            table.add_row("…", "more differences not shown", "", style="dim")
+            break
+    return table
+
+
+def _render(pending: Sequence[Pending], width: int) -> RenderableType:
+    first = pending[0]
+    head = Text()
+    head.append(f"{first.scenario.name}", style="bold")
+    head.append(f"  ({first.scenario.path})\n", style="dim")
+    head.append(f"failed replay ({', '.join(p.persistence for p in pending)}):\n")
+    for failure in first.failures[:5]:
+        head.append(f"  {failure}\n", style="yellow")
+    parts: list[RenderableType] = [head]
+    for diff in file_diffs(first):
+        parts.append(_side_by_side(diff) if width >= _SIDE_BY_SIDE_WIDTH else _unified(diff))
+    return Panel(Group(*parts), title="dsh-snapshot review", title_align="left")
+
+
+def _acceptable(pending: Sequence[Pending]) -> Pending:
+    """The one set of outputs accepting would write, or why there is none."""
+    if not pending:
+        raise PendingError("nothing pending: its last replay passed, or it has not been replayed")
+    first = pending[0]
+    scenario = first.scenario
+    for one in pending:
+        changed = stale_inputs(one)
+        if changed:
+            raise PendingError(
+                f"{', '.join(changed)} changed since the failing replay ({one.persistence}) "
+                f"kept its outputs; replay again (dsh-snapshot replay {scenario.path}) and "
+                "review the new ones"
+            )
+        if not one.acceptable:
+            raise PendingError(
+                f"the failing replay ({one.persistence}) went wrong beyond its outputs "
+                f"({one.failures[0] if one.failures else 'no reason kept'}); accepting would "
+                "hide that: fix it and replay again"
+            )
+        if one.files != first.files:
+            raise PendingError(
+                f"the {first.persistence} and {one.persistence} runs produced different "
+                "outputs; replay again and review"
+            )
+    return first
+
+
+def accept_pending(scenario: Scenario) -> list[str]:
+    """Accept a scenario's pending outputs: write them as ``refresh`` would, then drop them.
+
+    Returns:
+        the fixture names whose bytes changed (``-name`` for a removed child).
+
+    Raises:
+        PendingError: nothing is pending, or it cannot be accepted (stale, a broken run,
+            persistences that disagree).
+        DirtyRecordingError: the key scan flagged the outputs; nothing was written.
+    """
+    chosen = _acceptable(load_pending(scenario))
+    stdout_name = scenario.stdout_file.name
+    logs = [
+        parse_jsonl(chosen.files[name], str(chosen.folder / name))
+        for name in sorted((n for n in chosen.files if n != stdout_name), key=lambda n: (len(n), n))
+    ]
+    frames = parse_jsonl(chosen.files[stdout_name], str(chosen.folder / stdout_name))
+    recording = None
+    if scenario.meta is not None:
+        recording = "authored" if scenario.authored else scenario.meta.recording
+    written = write_fixtures(scenario, logs, frames, recording)
+    clear_pending(scenario)
+    return written
+
+
+def _accept_one(console: Console, scenario: Scenario) -> bool:
+    try:
+        written = accept_pending(scenario)
+    except (PendingError, DirtyRecordingError, ValueError, OSError) as exc:
+        console.print(
+            f"{scenario.name}: not accepted: {exc}", highlight=False, markup=False, soft_wrap=True
+        )
+        return False
+    shown = ", ".join(written) or "no fixture changed"
+    console.print(
+        f"{scenario.name}: accepted ({shown})", highlight=False, markup=False, soft_wrap=True
+    )
+    return True
+
+
+def review_command(
+    command: str, scenarios: Sequence[Scenario], console: Console | None = None
+) -> int:
+    """Run ``review`` or ``accept`` over the scenarios; returns the exit status.
+
+    The console defaults to the terminal's own width, which decides side by side or unified.
+    """
+    console = console or Console()
+    found: list[tuple[Scenario, list[Pending]]] = []
+    ok = True
+    for scenario in scenarios:
+        try:
+            pending = load_pending(scenario)
+        except PendingError as exc:
+            console.print(f"{scenario.name}: {exc}", highlight=False, markup=False, soft_wrap=True)
+            ok = False
+            continue
+        if pending:
+            found.append((scenario, pending))
+        elif command == "accept":
+            console.print(
+                f"{scenario.name}: nothing pending to accept (its last replay passed, or it "
+                "has not been replayed)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            ok = False
+    if not found:
+        if command == "review" and ok:
+            console.print(
+                "dsh-snapshot review: nothing pending: every replay passed", highlight=False
+            )
+        return 0 if ok and command == "review" else _EXIT_FAILED
+    if command == "accept":
+        results = [_accept_one(console, scenario) for scenario, _ in found]
+        return 0 if ok and all(results) else _EXIT_FAILED
+    return _review(console, found, ok)
+
+
+def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: bool) -> int:
+    counts = {"accepted": 0, "rejected": 0, "skipped": 0}
+    for index, (scenario, pending) in enumerate(found, 1):
+        console.print(_render(pending, console.width))
+        try:
+            answer = Prompt.ask(
+                f"[{index}/{len(found)}] {scenario.name}: [bold]a[/]ccept, [bold]r[/]eject, "
+                "[bold]s[/]kip, [bold]q[/]uit",
+                choices=["a", "r", "s", "q"],
+                default="s",
+                console=console,
+            )
+        except EOFError:
+            answer = "q"
+        if answer == "q":
+            counts["skipped"] += len(found) - index + 1
+            break
+        if answer == "a":
+            accepted = _accept_one(console, scenario)
+            ok = ok and accepted
+            counts["accepted" if accepted else "skipped"] += 1
+        elif answer == "r":
+            clear_pending(scenario)
+            console.print(
+                f"{scenario.name}: rejected (pending outputs dropped)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            counts["rejected"] += 1
+        else:
+            counts["skipped"] += 1
+    console.print(
+        "dsh-snapshot review: " + ", ".join(f"{n} {what}" for what, n in counts.items()),
+        highlight=False,
+    )
+    return 0 if ok else _EXIT_FAILED
