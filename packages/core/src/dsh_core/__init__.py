@@ -90,9 +90,19 @@ from dsh_core._model import (
     ModelClient,
     ModelError,
     ModelRequest,
+    RequestConfig,
     ToolMessage,
     ToolSpec,
     UserMessage,
+)
+from dsh_core._request_header import (
+    REQUEST_HEADER_EVENT,
+    RequestHeader,
+    RequestHeaderReason,
+    header_change,
+    latest_request_header,
+    request_header,
+    request_header_event,
 )
 from dsh_core._sandbox import (
     SandboxMechanisms,
@@ -174,6 +184,7 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelRequest",
+    "RequestConfig",
     "SubagentBackend",
     "SubagentRequest",
     "Tool",
@@ -184,6 +195,14 @@ __all__ = [
     "UserMessage",
     "is_parallel_safe",
     "validate_arguments",
+    # request header
+    "REQUEST_HEADER_EVENT",
+    "RequestHeader",
+    "RequestHeaderReason",
+    "header_change",
+    "latest_request_header",
+    "request_header",
+    "request_header_event",
     # errors
     "DshError",
     "LogFormatError",

@@ -21,6 +21,7 @@ from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedL
 from dsh_core.testing._eventgen import event_time, synthetic_turn
 from dsh_core.testing._memory import InMemorySessionStore
 from dsh_core.testing._scripted import (
+    SCRIPTED_REQUEST_CONFIG,
     Hang,
     Raise,
     ScriptedModel,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DAMAGED_LOGS",
     "DAMAGED_SESSION_ID",
+    "SCRIPTED_REQUEST_CONFIG",
     "CrashReport",
     "DamagedLog",
     "Hang",

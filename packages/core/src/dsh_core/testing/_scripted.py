@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from dsh_core._errors import DshError
 from dsh_core._events import Chunk, Event
-from dsh_core._model import ModelError, ModelRequest
+from dsh_core._model import ModelError, ModelRequest, RequestConfig
 
 __all__ = [
+    "SCRIPTED_REQUEST_CONFIG",
     "Hang",
     "Raise",
     "ScriptEntry",
@@ -46,6 +47,9 @@ class Hang:
     chunks: Sequence[Chunk] = field(default=_PARTIAL)
 
 
+SCRIPTED_REQUEST_CONFIG: RequestConfig = {"provider": "scripted", "model": "scripted"}
+"""What a :class:`ScriptedModel` reports as its route unless it is given another."""
+
 ScriptEntry = Sequence[Chunk] | ModelError | Raise | Hang
 """One ``stream()`` call: chunks to yield, a ``ModelError`` to raise at once, a ``Raise``
 (chunks then an error) or a ``Hang``."""
@@ -69,6 +73,8 @@ class ScriptedModel:
     Args:
         scripts: scripts claimed, in order, by sessions not named in ``by_id``.
         by_id: scripts for explicit session ids.
+        request_config: what :attr:`request_config` reports (the agent logs it in
+            ``request/header``).
 
     Attributes:
         requests: every request received, in order.
@@ -80,7 +86,9 @@ class ScriptedModel:
         scripts: Iterable[Sequence[ScriptEntry]] = (),
         *,
         by_id: Mapping[str, Sequence[ScriptEntry]] | None = None,
+        request_config: RequestConfig | None = None,
     ) -> None:
+        self._request_config: RequestConfig = request_config or SCRIPTED_REQUEST_CONFIG
         self._unclaimed = [list(script) for script in scripts]
         self._claimed = 0
         self._bindings: dict[str, _Binding] = {
@@ -89,6 +97,11 @@ class ScriptedModel:
         }
         self.requests: list[ModelRequest] = []
         self.closed = False
+
+    @property
+    def request_config(self) -> RequestConfig:
+        """The route and sampling settings this model reports (not sent anywhere)."""
+        return self._request_config
 
     def _bind(self, session_id: str) -> _Binding:
         binding = self._bindings.get(session_id)
