@@ -7,15 +7,21 @@ with one ``GET /models`` before a live run. ``dsh_llm_deepseek.testing`` ships a
 server speaking the same protocol on 127.0.0.1.
 """
 
-from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
-from dsh_llm_deepseek._preflight import PreflightError, ServedModels, preflight
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from dsh_llm_deepseek._settings import (
     DEFAULT_MODEL,
+    PROVIDER,
     SERVED_MODELS,
     DeepSeekSettings,
     ReasoningEffort,
     Thinking,
 )
+
+if TYPE_CHECKING:
+    from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
+    from dsh_llm_deepseek._preflight import PreflightError, ServedModels, preflight
 
 __all__ = [
     # client
@@ -27,8 +33,26 @@ __all__ = [
     "preflight",
     # settings
     "DEFAULT_MODEL",
+    "PROVIDER",
     "SERVED_MODELS",
     "DeepSeekSettings",
     "ReasoningEffort",
     "Thinking",
 ]
+
+# The client and preflight import httpx and tenacity (~0.25 s); a replayed agent needs only
+# the settings (what it would send), so those load on first use.
+_LAZY = {
+    "SESSION_HEADER": "dsh_llm_deepseek._client",
+    "DeepSeekClient": "dsh_llm_deepseek._client",
+    "PreflightError": "dsh_llm_deepseek._preflight",
+    "ServedModels": "dsh_llm_deepseek._preflight",
+    "preflight": "dsh_llm_deepseek._preflight",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
