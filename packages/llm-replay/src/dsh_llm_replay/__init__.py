@@ -10,6 +10,7 @@ that threw or hung.
 """
 
 from dsh_llm_replay._client import (
+    REPLAY_REQUEST_CONFIG,
     REPORT_VERSION,
     ReplayModelClient,
     ReplayReport,
@@ -18,11 +19,19 @@ from dsh_llm_replay._client import (
     ReportSession,
     check_report,
 )
+from dsh_llm_replay._drift import (
+    HeaderDifference,
+    HeaderStatus,
+    RecordedHeaders,
+    first_header_difference,
+    recorded_headers,
+)
 from dsh_llm_replay._errors import (
     NotConsumedError,
     OverrideError,
     ReplayCallError,
     ReplayError,
+    RequestDriftError,
     ScriptExhaustedError,
     UnrecordedSessionError,
     UnterminatedGroupError,
@@ -69,6 +78,13 @@ __all__ = [
     "ReplaySettings",
     "SessionScript",
     "load_session_scripts",
+    # request drift
+    "REPLAY_REQUEST_CONFIG",
+    "HeaderDifference",
+    "HeaderStatus",
+    "RecordedHeaders",
+    "first_header_difference",
+    "recorded_headers",
     # report
     "REPORT_VERSION",
     "ReplayReport",
@@ -81,6 +97,7 @@ __all__ = [
     "OverrideError",
     "ReplayCallError",
     "ReplayError",
+    "RequestDriftError",
     "ScriptExhaustedError",
     "UnrecordedSessionError",
     "UnterminatedGroupError",

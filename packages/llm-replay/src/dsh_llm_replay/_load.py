@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dsh_core import Event, SessionLog, messages_from_events, read_log_bytes, read_log_text
+from dsh_llm_replay._drift import RecordedHeaders, recorded_headers
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
@@ -36,6 +37,7 @@ class SessionScript:
         prompt: the text of the session's own first ``user/message`` (for a child: the
             prompt it was delegated), ``None`` when it has none.
         delegated: the session's own ``tool/call``s that delegated a prompt, in log order.
+        request_headers: the request headers its own calls were made with.
     """
 
     source: str
@@ -43,6 +45,7 @@ class SessionScript:
     entries: tuple[ReplayEntry, ...]
     prompt: str | None = None
     delegated: tuple[DelegatedCall, ...] = ()
+    request_headers: RecordedHeaders = RecordedHeaders("not-recorded")
 
 
 def _first_prompt(events: Sequence[Event]) -> str | None:
@@ -152,6 +155,7 @@ def load_session_scripts(
             tuple(entries),
             _first_prompt(events),
             _delegated_calls(events),
+            recorded_headers(events),
         )
     ]
     kids: list[SessionScript] = []
@@ -168,6 +172,7 @@ def load_session_scripts(
                 tuple(derive_replay_script(events, child_source)),
                 _first_prompt(own),
                 _delegated_calls(own),
+                recorded_headers(own),
             )
         )
     kids.sort(key=lambda k: (k.header.created_at, k.header.id, _natural(Path(k.source).name)))
