@@ -22,6 +22,7 @@ from dsh_acp_agent._settings import (
 )
 from dsh_acp_agent._transport import FrameTransport, StdinFeed, protect_stdout
 from dsh_core import (
+    DEFAULT_SYSTEM_PROMPT,
     Agent,
     AgentConfig,
     BashTool,
@@ -79,22 +80,27 @@ def build_model(settings: AgentSettings) -> tuple[ModelClient, ReplayModelClient
     Raises:
         SettingsError: the client's own settings are invalid.
     """
-    if settings.model_client == "replay":
-        # Imported only when selected: live runs never load the replay machinery.
-        from dsh_llm_replay import ReplayModelClient  # noqa: PLC0415
-
-        try:
-            replay = ReplayModelClient.from_settings()
-        except ValidationError as exc:
-            raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
-        return replay, replay
-    # httpx and the live client cost ~0.2 s of imports that a replayed run never needs.
-    from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings  # noqa: PLC0415
+    # The settings alone are cheap: the client (httpx) loads only for a live run.
+    from dsh_llm_deepseek import DeepSeekSettings  # noqa: PLC0415
 
     try:
         deepseek_settings = DeepSeekSettings()
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc, "DEEPSEEK_")) from exc
+    if settings.model_client == "replay":
+        # Imported only when selected: live runs never load the replay machinery.
+        from dsh_llm_replay import ReplayModelClient  # noqa: PLC0415
+
+        try:
+            # What the live client would send: replay checks the recording was made with it.
+            replay = ReplayModelClient.from_settings(
+                request_config=deepseek_settings.request_config()
+            )
+        except ValidationError as exc:
+            raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
+        return replay, replay
+    from dsh_llm_deepseek import DeepSeekClient  # noqa: PLC0415
+
     return DeepSeekClient(deepseek_settings), None
 
 
@@ -110,6 +116,21 @@ def build_sandbox() -> ToolSandbox:
         raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
 
 
+def system_prompt(settings: AgentSettings) -> str:
+    """``DSH_SYSTEM_PROMPT_FILE``'s text, or the built-in prompt when it is unset.
+
+    Raises:
+        SettingsError: the file cannot be read as UTF-8 text.
+    """
+    path = settings.system_prompt_file
+    if path is None:
+        return DEFAULT_SYSTEM_PROMPT
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"invalid DSH_SYSTEM_PROMPT_FILE={str(path)!r}: {exc}") from None
+
+
 def build_agent(settings: AgentSettings) -> Wiring:
     """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
     sandbox = build_sandbox()
@@ -122,6 +143,7 @@ def build_agent(settings: AgentSettings) -> Wiring:
         bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
+        system_prompt=system_prompt(settings),
         max_steps=settings.max_steps,
         max_delegation_depth=settings.max_delegation_depth,
         profile=settings.loop_profile,

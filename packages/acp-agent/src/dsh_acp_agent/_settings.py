@@ -37,6 +37,8 @@ class AgentSettings(BaseSettings):
             (``DSH_BASH_TIMEOUT``).
         replay_report: where the replay client writes its consumption report at exit
             (``DSH_REPLAY_REPORT``; replay only).
+        system_prompt_file: a UTF-8 file whose text replaces the built-in system prompt
+            (``DSH_SYSTEM_PROMPT_FILE``).
     """
 
     model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
@@ -50,6 +52,7 @@ class AgentSettings(BaseSettings):
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
     replay_report: Path | None = None
+    system_prompt_file: Path | None = None
 
 
 class SettingsError(Exception):

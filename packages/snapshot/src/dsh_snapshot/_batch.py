@@ -10,6 +10,7 @@ from typing import cast
 from rich.console import Console
 from rich.table import Table
 
+from dsh_snapshot._request_drift import header_summary
 from dsh_snapshot._runner import Composition, RunOptions, ScenarioResult, run_scenario
 from dsh_snapshot._scenario import BrokenScenario, Scenario
 from dsh_snapshot._warm import WarmAgents
@@ -126,6 +127,9 @@ def print_results(
             )
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
+    notes = header_summary([(r.scenario.name, r.header_note) for r in results])
+    if notes:
+        console.print(notes, highlight=False, markup=False)
     console.print(summary_line(results, broken), highlight=False)
 
 

@@ -44,6 +44,7 @@ from dsh_snapshot._provenance import (
     with_provenance,
 )
 from dsh_snapshot._publish import publish_fixtures
+from dsh_snapshot._request_drift import drift_failures, header_note
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
 from dsh_snapshot._warm import WarmAgents
 
@@ -86,6 +87,9 @@ class RunOptions:
             random 0..N ms (``DSH_REPLAY_CHILD_JITTER_MS``), to shuffle concurrent children.
         cold: a batch starts every agent as a fresh interpreter instead of forking it from a
             warm, pre-imported one (:class:`dsh_snapshot._warm.WarmAgents`).
+        agent_env: extra ``DSH_*`` / ``DEEPSEEK_*`` settings for the agent, e.g. another
+            ``DSH_SYSTEM_PROMPT_FILE`` or ``DEEPSEEK_MODEL`` (the gate's own environment
+            never reaches it).
     """
 
     mode: Mode = "replay"
@@ -97,6 +101,7 @@ class RunOptions:
     allowances: Allowances | None = None
     child_jitter_ms: int = 0
     cold: bool = False
+    agent_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -118,6 +123,7 @@ class ScenarioResult:
     usage: Usage = field(default_factory=Usage)
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
+    header_note: str = ""
 
     @property
     def calls(self) -> int:
@@ -231,11 +237,14 @@ def _replay_env(scenario: Scenario, tmp: Path, options: RunOptions) -> dict[str,
         env["DSH_REPLAY_SEED_SLICE"] = "false"
     if options.child_jitter_ms:
         env["DSH_REPLAY_CHILD_JITTER_MS"] = str(options.child_jitter_ms)
+    if options.mode != "replay":  # refresh (and an authored record) accept the new header
+        env["DSH_REPLAY_CHECK_HEADERS"] = "false"
     return env
 
 
 def _check_report(path: Path, result: ScenarioResult) -> None:
     """Fold the replay report into the result: calls replayed, and ``assert_consumed``."""
+    result.failures.extend(drift_failures(path))
     try:
         report = check_report(path)
     except NotConsumedError as exc:
@@ -401,6 +410,7 @@ def _run(
                 # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
                 env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
+            env |= dict(options.agent_env)
             server = stack.enter_context(agents.lease()) if agents is not None else None
             agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
             try:
@@ -427,6 +437,8 @@ def _run(
         # Exit code 3 means "replay not consumed", which the report check has just said better.
         if code != 0 and not (code == _EXIT_NOT_CONSUMED and not consumed):
             result.failures.append(exit_failure)
+        if options.mode == "replay":
+            result.header_note = header_note(scenario.session_files)
         if options.mode == "replay" and options.check == "messages":
             _compare_messages(scenario, frames, result)
         elif options.mode == "replay":
