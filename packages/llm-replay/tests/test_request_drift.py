@@ -40,7 +40,11 @@ from dsh_llm_replay import (
 
 pytestmark = pytest.mark.anyio
 
-_ROUTE: RequestConfig = {"provider": "deepseek", "model": "deepseek-flash", "reasoningEffort": "high"}
+_ROUTE: RequestConfig = {
+    "provider": "deepseek",
+    "model": "deepseek-flash",
+    "reasoningEffort": "high",
+}
 
 
 @pytest.fixture
@@ -147,7 +151,8 @@ async def test_a_changed_tool_description_fails_at_its_path(tmp_path: Path) -> N
     assert drift.source == str(recording)
     text = str(drift)
     assert 'expected "The command to run.", actual "The shell command to execute."' in text
-    assert "turn 1, step 1" in text and str(recording) in text
+    assert "turn 1, step 1" in text
+    assert str(recording) in text
     with pytest.raises(NotConsumedError, match=r"request drift .*tools\[shell\]"):
         client.assert_consumed()
     assert client.report()["errors"][0]["kind"] == "request-drift"
@@ -209,8 +214,8 @@ def test_upstream_head_logs_are_read_as_normalised_and_not_checked() -> None:
 
 
 def test_first_difference_names_missing_extra_and_reordered_tools() -> None:
-    a = {"name": "a", "description": "A", "parameters": {}}
-    b = {"name": "b", "description": "B", "parameters": {}}
+    a: dict[str, Any] = {"name": "a", "description": "A", "parameters": {}}
+    b: dict[str, Any] = {"name": "b", "description": "B", "parameters": {}}
     config = {"provider": "p", "model": "m"}
     assert first_header_difference({"config": config}, {"config": config}) is None
     missing = first_header_difference({"tools": [a, b]}, {"tools": [a]})
@@ -233,6 +238,7 @@ def test_a_long_prompt_is_shown_around_its_first_difference() -> None:
     after = "x" * 500 + "new tail"
     found = first_header_difference({"system": before}, {"system": after})
     assert found is not None
-    assert found.expected.endswith('xold tail" (char 500)') and found.expected.startswith("…")
+    assert found.expected.endswith('xold tail" (char 500)')
+    assert found.expected.startswith("…")
     assert found.actual.endswith('xnew tail" (char 500)')
     assert len(found.expected) < 140

@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 from dsh_core import REQUEST_HEADER_EVENT, Event
 
 __all__ = [
+    "NOT_RECORDED",
     "HeaderDifference",
     "HeaderStatus",
     "RecordedHeaders",
@@ -66,6 +67,10 @@ class RecordedHeaders:
             return None
         header = self.by_step.get((turn, step))
         return header if header is not None else self.last
+
+
+NOT_RECORDED = RecordedHeaders("not-recorded")
+"""A recording without ``request/header`` events (the June era)."""
 
 
 def _is_normalised(header: Mapping[str, Any]) -> bool:
@@ -136,8 +141,11 @@ def _diff(expected: Any, actual: Any, path: str) -> HeaderDifference | None:
         exp, act = cast(dict[str, Any], expected), cast(dict[str, Any], actual)
         keys = _ordered_keys(exp, act)
         for key in keys:
-            if path == "" and key == "tools" and _named_list(exp.get(key)) and _named_list(
-                act.get(key)
+            if (
+                path == ""
+                and key == "tools"
+                and _named_list(exp.get(key))
+                and _named_list(act.get(key))
             ):
                 found = _diff_tools(exp[key], act[key])
             else:
@@ -221,4 +229,3 @@ def _around_difference(expected: str, actual: str) -> tuple[str, str]:
         return f"{lead}{json.dumps(part, ensure_ascii=False)}{tail} (char {at})"
 
     return cut(expected), cut(actual)
-

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dsh_core import Event, SessionLog, messages_from_events, read_log_bytes, read_log_text
-from dsh_llm_replay._drift import RecordedHeaders, recorded_headers
+from dsh_llm_replay._drift import NOT_RECORDED, RecordedHeaders, recorded_headers
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
@@ -45,7 +45,7 @@ class SessionScript:
     entries: tuple[ReplayEntry, ...]
     prompt: str | None = None
     delegated: tuple[DelegatedCall, ...] = ()
-    request_headers: RecordedHeaders = RecordedHeaders("not-recorded")
+    request_headers: RecordedHeaders = NOT_RECORDED
 
 
 def _first_prompt(events: Sequence[Event]) -> str | None:
