@@ -47,6 +47,8 @@ class RecordedHeaders:
             era) or ``normalised`` (upstream's placeholders stand for the prompt and tools).
         by_step: the header in effect at each recorded ``(turn, step)``'s ``step/start``.
         last: the last header of the log (for a step the recording does not have).
+        calls: the header in effect at each recorded call's ``finish``, in call order (for a
+            caller that counts calls rather than steps, as the proxy does).
     """
 
     status: HeaderStatus
@@ -54,6 +56,7 @@ class RecordedHeaders:
         default_factory=dict[tuple[int, int], Mapping[str, Any]]
     )
     last: Mapping[str, Any] | None = None
+    calls: tuple[Mapping[str, Any] | None, ...] = ()
 
     @property
     def note(self) -> str:
@@ -67,6 +70,13 @@ class RecordedHeaders:
             return None
         header = self.by_step.get((turn, step))
         return header if header is not None else self.last
+
+    def for_call(self, number: int) -> Mapping[str, Any] | None:
+        """The header recorded call ``number`` (1-based) was made with (``None``: none to
+        check, or no such call)."""
+        if self.status != "recorded" or not 1 <= number <= len(self.calls):
+            return None
+        return self.calls[number - 1]
 
 
 NOT_RECORDED = RecordedHeaders("not-recorded")
@@ -84,6 +94,7 @@ def recorded_headers(events: Iterable[Event]) -> RecordedHeaders:
     """Fold a session's own events (after its ``seedLength``) into its recorded headers."""
     current: Mapping[str, Any] | None = None
     by_step: dict[tuple[int, int], Mapping[str, Any]] = {}
+    calls: list[Mapping[str, Any] | None] = []
     seen = normalised = False
     for event in events:
         if event.type == REQUEST_HEADER_EVENT:
@@ -97,11 +108,17 @@ def recorded_headers(events: Iterable[Event]) -> RecordedHeaders:
             if isinstance(turn, int) and isinstance(step, int):
                 # upstream logs the header after step/start; the step's first chunk settles it
                 by_step[(turn, step)] = current
+        if event.type == "assistant/chunk" and _is_finish(event.data.get("chunk")):
+            calls.append(current)
     if not seen:
-        return RecordedHeaders("not-recorded")
+        return NOT_RECORDED
     if normalised:
         return RecordedHeaders("normalised")
-    return RecordedHeaders("recorded", by_step, current)
+    return RecordedHeaders("recorded", by_step, current, tuple(calls))
+
+
+def _is_finish(chunk: Any) -> bool:
+    return isinstance(chunk, dict) and cast(dict[str, Any], chunk).get("type") == "finish"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,16 +191,28 @@ def _ordered_keys(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> lis
     return list(dict.fromkeys([*first, *rest]))
 
 
+def _tool_name(item: Any) -> str | None:
+    """A tool's name: ours (``{name, …}``) or the OpenAI wire's (``{function: {name}}``)."""
+    if not isinstance(item, dict):
+        return None
+    tool = cast(dict[str, Any], item)
+    function = tool.get("function")
+    if "name" not in tool and isinstance(function, dict):
+        tool = cast(dict[str, Any], function)
+    name = tool.get("name")
+    return name if isinstance(name, str) else None
+
+
 def _named_list(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, dict) and isinstance(cast(dict[str, Any], item).get("name"), str)
-        for item in cast(list[Any], value)
-    )
+    if not isinstance(value, list):
+        return False
+    names = [_tool_name(item) for item in cast(list[Any], value)]
+    return None not in names and len(set(names)) == len(names)
 
 
 def _diff_tools(expected: list[Any], actual: list[Any]) -> HeaderDifference | None:
-    exp = {cast(str, t["name"]): cast(dict[str, Any], t) for t in expected}
-    act = {cast(str, t["name"]): cast(dict[str, Any], t) for t in actual}
+    exp = {cast(str, _tool_name(t)): cast(dict[str, Any], t) for t in expected}
+    act = {cast(str, _tool_name(t)): cast(dict[str, Any], t) for t in actual}
     for name, tool in exp.items():
         if name not in act:
             return HeaderDifference(f"tools[{name}]", "a tool named " + name, "no such tool")
