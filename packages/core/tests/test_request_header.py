@@ -10,7 +10,6 @@ from dsh_core import (
     Agent,
     AgentConfig,
     BashTool,
-    Chunk,
     CreateOptions,
     Event,
     ModelRequest,
@@ -22,7 +21,12 @@ from dsh_core import (
     latest_request_header,
     request_header,
 )
-from dsh_core.testing import SCRIPTED_REQUEST_CONFIG, InMemorySessionStore, ScriptedModel
+from dsh_core.testing import (
+    SCRIPTED_REQUEST_CONFIG,
+    InMemorySessionStore,
+    ScriptedModel,
+    text_chunks,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -32,15 +36,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _text(text: str) -> list[Chunk]:
-    return [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
-
-
 def _headers(session: Session) -> list[dict[str, Any]]:
     return [e.data for e in session.events if e.type == "request/header"]
 
@@ -48,7 +43,7 @@ def _headers(session: Session) -> list[dict[str, Any]]:
 async def test_the_first_call_logs_config_system_and_tools_before_its_chunks() -> None:
     store = InMemorySessionStore()
     config: RequestConfig = {"provider": "deepseek", "model": "m1", "maxTokens": 64}
-    model = ScriptedModel([[_text("a"), _text("b")]], request_config=config)
+    model = ScriptedModel([[text_chunks("a"), text_chunks("b")]], request_config=config)
     bash = BashTool()
     agent = Agent(model, store, [bash], AgentConfig(system_prompt="be brief"))
     session = store.create(CreateOptions())
@@ -66,7 +61,7 @@ async def test_the_first_call_logs_config_system_and_tools_before_its_chunks() -
 
 async def test_a_changed_system_prompt_is_logged_again_as_a_change() -> None:
     store = InMemorySessionStore()
-    model = ScriptedModel([[_text("a"), _text("b"), _text("c")]])
+    model = ScriptedModel([[text_chunks("a"), text_chunks("b"), text_chunks("c")]])
     session = store.create(CreateOptions())
     await Agent(model, store, [], AgentConfig(system_prompt="v1")).run_turn(session, "one")
     await Agent(model, store, [], AgentConfig(system_prompt="v2")).run_turn(session, "two")
@@ -82,7 +77,7 @@ async def test_a_changed_system_prompt_is_logged_again_as_a_change() -> None:
 
 async def test_the_june_profile_logs_no_header() -> None:
     store = InMemorySessionStore()
-    agent = Agent(ScriptedModel([[_text("a")]]), store, [], AgentConfig(profile="june"))
+    agent = Agent(ScriptedModel([[text_chunks("a")]]), store, [], AgentConfig(profile="june"))
     session = store.create(CreateOptions())
     await agent.run_turn(session, "one")
     assert _headers(session) == []
@@ -90,7 +85,7 @@ async def test_the_june_profile_logs_no_header() -> None:
 
 async def test_a_fork_child_logs_its_own_header_after_a_seed_that_has_one() -> None:
     store = InMemorySessionStore()
-    model = ScriptedModel([[_text("a")], [_text("b")]])
+    model = ScriptedModel([[text_chunks("a")], [text_chunks("b")]])
     agent = Agent(model, store, [])
     parent = store.create(CreateOptions())
     await agent.run_turn(parent, "one")

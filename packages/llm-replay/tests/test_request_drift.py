@@ -16,7 +16,6 @@ import pytest
 from dsh_core import (
     Agent,
     AgentConfig,
-    Chunk,
     CreateOptions,
     LoopProfile,
     RequestConfig,
@@ -27,7 +26,7 @@ from dsh_core import (
     ToolSpec,
     render_log,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel, upstream_corpus
+from dsh_core.testing import InMemorySessionStore, ScriptedModel, text_chunks, upstream_corpus
 from dsh_llm_replay import (
     NotConsumedError,
     ReplayModelClient,
@@ -75,15 +74,6 @@ class _Shell:
         return ToolOutcome("ran", False)
 
 
-def _text(text: str) -> list[Chunk]:
-    return [
-        {"type": "block-start", "index": 0, "blockType": "text"},
-        {"type": "text-delta", "index": 0, "text": text},
-        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
-        {"type": "finish", "reason": {"kind": "stop"}},
-    ]
-
-
 async def _record(
     tmp_path: Path,
     *,
@@ -92,7 +82,7 @@ async def _record(
     tools: Sequence[Tool] = (),
 ) -> Path:
     store = InMemorySessionStore()
-    model = ScriptedModel([[_text("one"), _text("two")]], request_config=_ROUTE)
+    model = ScriptedModel([[text_chunks("one"), text_chunks("two")]], request_config=_ROUTE)
     agent = Agent(
         model,
         store,

@@ -28,6 +28,7 @@ from dsh_core.testing._scripted import (
     ScriptEntry,
     ScriptError,
     chunk_groups,
+    text_chunks,
 )
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "normalized_rows",
     "run_crash_trials",
     "synthetic_turn",
+    "text_chunks",
     "tool_context",
     "upstream_corpus",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "ScriptError",
     "ScriptedModel",
     "chunk_groups",
+    "text_chunks",
 ]
 
 _PARTIAL: tuple[Chunk, ...] = (
@@ -49,6 +50,17 @@ class Hang:
 
 SCRIPTED_REQUEST_CONFIG: RequestConfig = {"provider": "scripted", "model": "scripted"}
 """What a :class:`ScriptedModel` reports as its route unless it is given another."""
+
+
+def text_chunks(text: str) -> list[Chunk]:
+    """One call's chunks answering ``text`` as a single text block, finishing with ``stop``."""
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": text},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+
 
 ScriptEntry = Sequence[Chunk] | ModelError | Raise | Hang
 """One ``stream()`` call: chunks to yield, a ``ModelError`` to raise at once, a ``Raise``
