@@ -232,3 +232,19 @@ def test_a_long_prompt_is_shown_around_its_first_difference() -> None:
     assert found.expected.startswith("…")
     assert found.actual.endswith('xnew tail" (char 500)')
     assert len(found.expected) < 140
+
+
+async def test_headers_by_call_number_and_openai_shaped_tools(tmp_path: Path) -> None:
+    (script,) = load_session_scripts(await _record(tmp_path))
+    headers = script.request_headers
+    assert headers.for_call(1) is headers.for_call(2) is headers.at(2, 1)
+    assert headers.for_call(0) is None and headers.for_call(3) is None
+
+    def wire(description: str) -> dict[str, Any]:
+        parameters = {"type": "object", "properties": {"q": {"description": description}}}
+        return {"type": "function", "function": {"name": "find", "parameters": parameters}}
+
+    found = first_header_difference({"tools": [wire("old")]}, {"tools": [wire("new")]})
+    assert str(found) == (
+        'tools[find].function.parameters.properties.q.description: expected "old", actual "new"'
+    )
