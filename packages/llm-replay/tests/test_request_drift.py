@@ -238,7 +238,8 @@ async def test_headers_by_call_number_and_openai_shaped_tools(tmp_path: Path) ->
     (script,) = load_session_scripts(await _record(tmp_path))
     headers = script.request_headers
     assert headers.for_call(1) is headers.for_call(2) is headers.at(2, 1)
-    assert headers.for_call(0) is None and headers.for_call(3) is None
+    assert headers.for_call(0) is None
+    assert headers.for_call(3) is None
 
     def wire(description: str) -> dict[str, Any]:
         parameters = {"type": "object", "properties": {"q": {"description": description}}}
