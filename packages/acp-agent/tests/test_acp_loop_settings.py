@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from dsh_acp_agent._settings import SettingsError, load_settings
+from dsh_acp_agent._main import system_prompt
+from dsh_acp_agent._settings import AgentSettings, SettingsError, load_settings
+from dsh_core import DEFAULT_SYSTEM_PROMPT
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +53,21 @@ def test_invalid_loop_settings_name_the_variable(
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=f"^invalid {name}={value!r}: "):
         load_settings()
+
+
+def test_the_system_prompt_file_replaces_the_built_in_prompt(tmp_path: Path) -> None:
+    assert system_prompt(AgentSettings(sessions_root=tmp_path)) == DEFAULT_SYSTEM_PROMPT
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Answer in French.\n", encoding="utf-8")
+    settings = AgentSettings(sessions_root=tmp_path, system_prompt_file=prompt)
+    assert system_prompt(settings) == "Answer in French.\n"
+
+
+def test_an_unreadable_system_prompt_file_names_the_variable(tmp_path: Path) -> None:
+    missing = AgentSettings(sessions_root=tmp_path, system_prompt_file=tmp_path / "absent.txt")
+    with pytest.raises(SettingsError, match=r"^invalid DSH_SYSTEM_PROMPT_FILE='.*absent\.txt'"):
+        system_prompt(missing)
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe")
+    with pytest.raises(SettingsError, match="DSH_SYSTEM_PROMPT_FILE"):
+        system_prompt(AgentSettings(sessions_root=tmp_path, system_prompt_file=binary))

@@ -16,6 +16,7 @@ import pytest
 
 from dsh_core import (
     Agent,
+    AgentConfig,
     BashTool,
     CreateOptions,
     Event,
@@ -64,7 +65,8 @@ async def _play(
     log = _fixture(scenario)
     store = InMemorySessionStore()
     model = ScriptedModel([derive_replay_script(log.events) if script is None else script])
-    agent = Agent(model, store, [BashTool()])
+    # June's loop: its logs have no request/header
+    agent = Agent(model, store, [BashTool()], AgentConfig(profile="june"))
     session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     for prompt in _prompts(log):
         await agent.run_turn(session, prompt)
@@ -112,7 +114,7 @@ async def test_error_finish_matches_june(tmp_path: Path) -> None:
 async def test_cancel_matches_june(tmp_path: Path) -> None:
     log = _fixture("cancel")
     store = InMemorySessionStore()
-    agent = Agent(ScriptedModel([[HangEntry()]]), store, [BashTool()])
+    agent = Agent(ScriptedModel([[HangEntry()]]), store, [BashTool()], AgentConfig(profile="june"))
     session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     hanging = asyncio.Event()
 

@@ -17,6 +17,7 @@ from dsh_core import (
     Event,
     HangEntry,
     ModelRequest,
+    RequestConfig,
     Session,
     SessionMeta,
     ThrowEntry,
@@ -27,7 +28,7 @@ from dsh_core import (
     turn_end,
     turn_start,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import SCRIPTED_REQUEST_CONFIG, InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -133,6 +134,10 @@ def _setup(
 class _BrokenModel:
     """A model client whose stream fails with something other than a ``ModelError``."""
 
+    @property
+    def request_config(self) -> RequestConfig:
+        return SCRIPTED_REQUEST_CONFIG
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         for chunk in ():
             yield chunk
@@ -209,6 +214,7 @@ async def test_tools_run_in_order_after_a_flush_and_results_follow_calls() -> No
         "turn/start",
         "user/message",
         "step/start",
+        "request/header",  # the first call only: the second step's header is the same
         "assistant/message",
         "tool/call",
         "tool/result",
@@ -372,7 +378,7 @@ async def test_cancel_while_streaming_keeps_chunks_and_writes_no_message() -> No
 
     def listener(event: Event) -> None:
         seen.append(event)
-        if len(seen) == 5:
+        if len(seen) == 6:  # the header and both chunks
             streaming.set()
 
     task = asyncio.create_task(agent.run_turn(session, "go", listener=listener))
@@ -380,8 +386,15 @@ async def test_cancel_while_streaming_keeps_chunks_and_writes_no_message() -> No
     task.cancel()
     outcome = await task
     assert outcome.kind == "aborted"
-    assert _types(session) == ["turn/start", "user/message", "step/start", "step/end", "turn/end"]
-    assert len(store.load(session.id).events) == 7
+    assert _types(session) == [
+        "turn/start",
+        "user/message",
+        "step/start",
+        "request/header",
+        "step/end",
+        "turn/end",
+    ]
+    assert len(store.load(session.id).events) == 8
     assert seen == list(session.events)
 
 

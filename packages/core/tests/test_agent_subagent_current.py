@@ -32,7 +32,7 @@ from dsh_core import (
     SubagentTool,
 )
 from dsh_core._subagent_tool import final_assistant_text
-from dsh_core.testing import InMemorySessionStore, ScriptedModel
+from dsh_core.testing import SCRIPTED_REQUEST_CONFIG, InMemorySessionStore, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -181,6 +181,7 @@ class _BothStarted:
         self.children: dict[str, str] = {}
         self.both = asyncio.Event()
         self.requests: list[ModelRequest] = []
+        self.request_config = SCRIPTED_REQUEST_CONFIG
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         self.requests.append(request)

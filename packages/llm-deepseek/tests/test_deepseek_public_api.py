@@ -15,6 +15,7 @@ def test_public_names() -> None:
         "DeepSeekClient",
         "DeepSeekSettings",
         "ModelRequestsDisabledError",
+        "PROVIDER",
         "PreflightError",
         "ReasoningEffort",
         "SERVED_MODELS",
@@ -45,3 +46,16 @@ def test_public_names() -> None:
     for module in (dsh_llm_deepseek, dsh_llm_deepseek.testing):
         for name in module.__all__:
             assert getattr(module, name) is not None, name
+
+
+def test_the_settings_load_without_the_http_client() -> None:
+    # A replayed agent reads DeepSeekSettings for its request header; httpx is for live calls.
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = (
+        "import sys, dsh_llm_deepseek as d; d.DeepSeekSettings(); "
+        "print('httpx' in sys.modules, d.DeepSeekClient.__name__, 'httpx' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "DeepSeekClient", "True"]

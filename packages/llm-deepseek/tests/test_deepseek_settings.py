@@ -86,6 +86,32 @@ async def test_client_reads_env_when_given_no_settings(clean_env: pytest.MonkeyP
         await client.aclose()
 
 
+@pytest.mark.anyio
+async def test_request_config_is_what_every_request_sends_and_holds_no_secret(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    assert DeepSeekSettings().request_config() == {
+        "provider": "deepseek",
+        "model": "deepseek-flash",
+        "reasoningEffort": "high",
+    }
+    clean_env.setenv("DEEPSEEK_API_KEY", "sk-secret-value")
+    clean_env.setenv("DEEPSEEK_MODEL", "deepseek-v4-pro")
+    clean_env.setenv("DEEPSEEK_THINKING", "disabled")
+    clean_env.setenv("DEEPSEEK_MAX_TOKENS", "512")
+    client = DeepSeekClient()
+    try:
+        assert client.request_config == {
+            "provider": "deepseek",
+            "model": "deepseek-v4-pro",
+            "reasoningEffort": "off",
+            "maxTokens": 512,
+        }
+        assert "sk-secret" not in repr(client.request_config)
+    finally:
+        await client.aclose()
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

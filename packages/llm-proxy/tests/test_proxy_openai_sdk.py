@@ -230,3 +230,52 @@ def test_the_end_marker_inside_a_models_text_is_only_text(
     ]
     assert kinds.count("text-delta") == 4
     assert kinds[-1] == "finish"
+
+
+def _tool_call(client: openai.OpenAI, system: str, tools: list[Any], model: str = "m") -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "weather?"},
+    ]
+    client.chat.completions.create(model=model, messages=messages, tools=tools)
+
+
+def _with_city_description(text: str) -> list[Any]:
+    tools = json.loads(json.dumps(TOOLS))
+    tools[0]["function"]["parameters"]["properties"]["city"]["description"] = text
+    return tools
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (
+            {"model": "m2"},
+            'call 1: request drift: config.model: expected "m", actual "m2"',
+        ),
+        (
+            {"system": "You are verbose."},
+            'call 1: request drift: system: expected "You are terse.", actual "You are verbose."',
+        ),
+        (
+            {"tools": _with_city_description("A city name.")},
+            "call 1: request drift: tools[weather].function.parameters.properties.city"
+            '.description: expected (absent), actual "A city name."',
+        ),
+    ],
+)
+def test_a_changed_model_prompt_or_tool_is_request_drift(
+    roundtrip: Any, make_text: Callable[..., list[Chunk]], change: dict[str, Any], where: str
+) -> None:
+    def record(base_url: str) -> None:
+        with _client(base_url) as client:
+            _tool_call(client, "You are terse.", TOOLS)
+
+    result = roundtrip([[make_text(["sunny"])]], record)
+    live: dict[str, Any] = {"system": "You are terse.", "tools": TOOLS} | change
+    with ProxyServer.replay(result.root) as proxy, _client(proxy.base_url) as client:
+        with pytest.raises(openai.UnprocessableEntityError, match="request drift"):
+            _tool_call(client, **live)
+        report = proxy.report()
+    assert report.ok is False
+    assert any(where in p for p in report.problems), report.problems

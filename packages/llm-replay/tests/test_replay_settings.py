@@ -87,6 +87,7 @@ def test_replay_settings_round_trip_through_the_environment(
         seed_slice=not full,
         report=tmp_path / "report.json" if full else None,
         child_jitter_ms=7 if full else 0,
+        check_headers=not full,
     )
     env = given.to_env()
     for name in list(os.environ):
@@ -97,10 +98,16 @@ def test_replay_settings_round_trip_through_the_environment(
     assert ReplaySettings() == given  # pyright: ignore[reportCallIssue]
     if full:
         assert env["DSH_REPLAY_SEED_SLICE"] == "false"
+        assert env["DSH_REPLAY_CHECK_HEADERS"] == "false"
         assert env["DSH_SNAPSHOT_CHILD_FILES"].split(os.pathsep)[0].endswith("session.2.jsonl")
     else:
         # Unset optional fields are left out rather than written as empty values.
-        kept = {"DSH_SNAPSHOT_FILE", "DSH_REPLAY_SEED_SLICE", "DSH_REPLAY_CHILD_JITTER_MS"}
+        kept = {
+            "DSH_SNAPSHOT_FILE",
+            "DSH_REPLAY_SEED_SLICE",
+            "DSH_REPLAY_CHILD_JITTER_MS",
+            "DSH_REPLAY_CHECK_HEADERS",
+        }
         assert set(env) == kept
 
 
@@ -148,7 +155,14 @@ def test_replay_public_api_is_pinned() -> None:
             "Override",
             "OverrideDocument",
             "OverrideError",
+            "REPLAY_REQUEST_CONFIG",
             "REPORT_VERSION",
+            "HeaderDifference",
+            "HeaderStatus",
+            "RecordedHeaders",
+            "RequestDriftError",
+            "first_header_difference",
+            "recorded_headers",
             "ReplayCallError",
             "ReplayEntry",
             "ReplayError",

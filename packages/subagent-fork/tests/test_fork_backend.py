@@ -86,7 +86,8 @@ async def test_subagent_fork_matches_june(tmp_path: Path) -> None:
             derive_replay_script(expected_child.events[seed_length:]),
         ]
     )
-    agent = Agent(model, store, [BashTool(), SubagentTool(ForkBackend())])
+    tools = [BashTool(), SubagentTool(ForkBackend())]
+    agent = Agent(model, store, tools, AgentConfig(profile="june"))  # June's logs: no header
     parent = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     for prompt in (
         e.data["content"][0]["text"] for e in primary.events if e.type == "user/message"

@@ -8,6 +8,7 @@ import pytest
 
 from dsh_core import (
     Agent,
+    AgentConfig,
     BashTool,
     CreateOptions,
     Event,
@@ -54,7 +55,8 @@ async def _replay(scenario: str, children: int, tmp_path: Path) -> None:
         *(derive_replay_script(c.events) for c in child_logs),
     ]
     model = ScriptedModel(scripts)
-    agent = Agent(model, store, [BashTool(), SubagentTool(SpawnBackend())])
+    tools = [BashTool(), SubagentTool(SpawnBackend())]
+    agent = Agent(model, store, tools, AgentConfig(profile="june"))  # June's logs: no header
     parent = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     for prompt in (
         e.data["content"][0]["text"] for e in primary.events if e.type == "user/message"

@@ -23,6 +23,7 @@ from dsh_acp_agent._settings import (
 )
 from dsh_acp_agent._transport import FrameTransport, StdinFeed, protect_stdout
 from dsh_core import (
+    DEFAULT_SYSTEM_PROMPT,
     Agent,
     AgentConfig,
     BashTool,
@@ -100,6 +101,21 @@ def build_sandbox() -> ToolSandbox:
         raise SettingsError(describe_validation_error(exc, "DSH_")) from exc
 
 
+def system_prompt(settings: AgentSettings) -> str:
+    """``DSH_SYSTEM_PROMPT_FILE``'s text, or the built-in prompt when it is unset.
+
+    Raises:
+        SettingsError: the file cannot be read as UTF-8 text.
+    """
+    path = settings.system_prompt_file
+    if path is None:
+        return DEFAULT_SYSTEM_PROMPT
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"invalid DSH_SYSTEM_PROMPT_FILE={str(path)!r}: {exc}") from None
+
+
 def build_agent(settings: AgentSettings) -> Wiring:
     """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
     sandbox = build_sandbox()
@@ -112,6 +128,7 @@ def build_agent(settings: AgentSettings) -> Wiring:
         bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
     tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
     config = AgentConfig(
+        system_prompt=system_prompt(settings),
         max_steps=settings.max_steps,
         max_delegation_depth=settings.max_delegation_depth,
         profile=settings.loop_profile,

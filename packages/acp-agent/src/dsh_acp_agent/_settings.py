@@ -46,6 +46,8 @@ class AgentSettings(BaseSettings):
         max_steps: model calls allowed in one turn (``DSH_MAX_STEPS``).
         bash_timeout: seconds a bash command may run; unset keeps the tool's default
             (``DSH_BASH_TIMEOUT``).
+        system_prompt_file: a UTF-8 file whose text replaces the built-in system prompt
+            (``DSH_SYSTEM_PROMPT_FILE``).
     """
 
     model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
@@ -67,6 +69,8 @@ class AgentSettings(BaseSettings):
         if name not in known:
             raise ValueError(str(UnknownPluginError(group, name, known)))
         return name
+
+    system_prompt_file: Path | None = None
 
 
 class SettingsError(Exception):

@@ -93,6 +93,7 @@ from dsh_core._model import (
     ModelClient,
     ModelError,
     ModelRequest,
+    RequestConfig,
     ToolMessage,
     ToolSpec,
     UserMessage,
@@ -109,6 +110,15 @@ from dsh_core._normalize import (
     normalize_log_text,
     parse_jsonl,
     session_placeholder,
+)
+from dsh_core._request_header import (
+    REQUEST_HEADER_EVENT,
+    RequestHeader,
+    RequestHeaderReason,
+    header_change,
+    latest_request_header,
+    request_header,
+    request_header_event,
 )
 from dsh_core._sandbox import (
     SandboxMechanisms,
@@ -205,6 +215,7 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelRequest",
+    "RequestConfig",
     "SubagentBackend",
     "SubagentRequest",
     "Tool",
@@ -227,6 +238,14 @@ __all__ = [
     "UnterminatedCallError",
     "derive_replay_script",
     "play_entry",
+    # request header
+    "REQUEST_HEADER_EVENT",
+    "RequestHeader",
+    "RequestHeaderReason",
+    "header_change",
+    "latest_request_header",
+    "request_header",
+    "request_header_event",
     # errors
     "DshError",
     "LogFormatError",

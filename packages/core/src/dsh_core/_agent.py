@@ -44,6 +44,12 @@ from dsh_core._loop_profile import (
 )
 from dsh_core._messages import messages_from_events
 from dsh_core._model import Delegation, ModelClient, ModelError, ModelRequest
+from dsh_core._request_header import (
+    RequestHeader,
+    header_change,
+    request_header,
+    request_header_event,
+)
 from dsh_core._session import Session, SessionStore, now_ms
 from dsh_core._tool_schedule import CANCELLED_TEXT, ToolCallSchedule
 from dsh_core._tools import (
@@ -253,6 +259,7 @@ class _TurnRun:
         self.schedule: ToolCallSchedule | None = None
         self.finish_reason: Mapping[str, Any] = {}
         self.last_content: list[ContentBlock] = []
+        self.logged_header: RequestHeader | None = None
 
     def emit(self, event: Event) -> None:
         self.session.add(event)
@@ -398,6 +405,8 @@ class _TurnRun:
             step=self.step,
             delegation=self.delegation,
         )
+        if self.behaviour.logs_request_header:
+            self.log_request_header(request)
         blocks: list[ContentBlock] = []
         usage: Usage | None = None
         finish_kind: str | None = None
@@ -425,6 +434,17 @@ class _TurnRun:
                 ModelError("the model stream ended without a finish chunk", code="INTERNAL")
             )
         return blocks, usage, finish_kind
+
+    def log_request_header(self, request: ModelRequest) -> None:
+        """Log ``request/header`` when this call's header is not the session's last one."""
+        header = request_header(self.agent.model.request_config, request)
+        if header == self.logged_header:
+            return  # the common case, decided without scanning the log
+        events = self.session.events
+        reason = header_change(events, self.session.header.effective_seed_length, header)
+        if reason is not None:
+            self.emit(request_header_event(self.session.next_seq, now_ms(), header, reason))
+        self.logged_header = header
 
     async def run_tool(self, call: ToolCallBlock) -> ToolOutcome:
         name = call["name"]

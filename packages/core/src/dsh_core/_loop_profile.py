@@ -54,12 +54,15 @@ class LoopBehaviour:
         strict_child_outcome: a child that ends other than ``completed`` gives an error
             result with upstream's later wording and the child's partial text; its final
             text is its last non-empty assistant message.
+        logs_request_header: a session logs ``request/header`` before its first model call
+            and whenever the header changes (upstream's later logs; June's have none).
     """
 
     concurrent_tools: bool
     empty_response_retries: int
     max_delegation_depth: int
     strict_child_outcome: bool
+    logs_request_header: bool
 
 
 _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
@@ -68,6 +71,7 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         empty_response_retries=0,
         max_delegation_depth=1,
         strict_child_outcome=False,
+        logs_request_header=False,
     ),
     # Upstream at head: tool-calls.ts (pool), agent.ts (request-error retry, max-tokens),
     # llm-deepseek's default retry policy (five retries), tool-subagent (maxDepth 3).
@@ -76,6 +80,7 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         empty_response_retries=5,
         max_delegation_depth=3,
         strict_child_outcome=True,
+        logs_request_header=True,
     ),
 }
 

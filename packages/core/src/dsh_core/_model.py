@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from dsh_core._errors import DshError
 from dsh_core._events import Chunk, ContentBlock, TextBlock
@@ -16,6 +16,7 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelRequest",
+    "RequestConfig",
     "ToolMessage",
     "ToolSpec",
     "UserMessage",
@@ -48,6 +49,17 @@ class ToolSpec(TypedDict):
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+class RequestConfig(TypedDict):
+    """The route and sampling settings a model client sends with every request (the
+    ``config`` of upstream's ``request/header``); optional keys are omitted when unset."""
+
+    provider: str
+    model: str
+    maxTokens: NotRequired[int]
+    reasoningEffort: NotRequired[str]
+    temperature: NotRequired[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +122,14 @@ class ModelClient(Protocol):
 
         Raises:
             ModelError: the call failed (before or after some chunks were yielded).
+        """
+        ...
+
+    @property
+    def request_config(self) -> RequestConfig:
+        """What this client sends with every request besides messages, system and tools.
+
+        The agent logs it in ``request/header``; replay compares it with the recording's.
         """
         ...
 

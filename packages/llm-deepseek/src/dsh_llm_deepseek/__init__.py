@@ -12,15 +12,17 @@ it to ``False`` (or ``DSH_ALLOW_MODEL_REQUESTS=0`` in the environment) and the c
 turn it off.
 """
 
-from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from dsh_llm_deepseek._guard import (
     ALLOW_MODEL_REQUESTS_ENV,
     ModelRequestsDisabledError,
     model_requests_allowed,
 )
-from dsh_llm_deepseek._preflight import PreflightError, ServedModels, preflight
 from dsh_llm_deepseek._settings import (
     DEFAULT_MODEL,
+    PROVIDER,
     SERVED_MODELS,
     DeepSeekSettings,
     ReasoningEffort,
@@ -29,6 +31,10 @@ from dsh_llm_deepseek._settings import (
 
 ALLOW_MODEL_REQUESTS = True
 """Whether the client may reach a non-loopback host; ``False`` in tests (see above)."""
+
+if TYPE_CHECKING:
+    from dsh_llm_deepseek._client import SESSION_HEADER, DeepSeekClient
+    from dsh_llm_deepseek._preflight import PreflightError, ServedModels, preflight
 
 __all__ = [
     # client
@@ -45,8 +51,26 @@ __all__ = [
     "preflight",
     # settings
     "DEFAULT_MODEL",
+    "PROVIDER",
     "SERVED_MODELS",
     "DeepSeekSettings",
     "ReasoningEffort",
     "Thinking",
 ]
+
+# The client and preflight import httpx and tenacity (~0.25 s); a replayed agent needs only
+# the settings (what it would send), so those load on first use.
+_LAZY = {
+    "SESSION_HEADER": "dsh_llm_deepseek._client",
+    "DeepSeekClient": "dsh_llm_deepseek._client",
+    "PreflightError": "dsh_llm_deepseek._preflight",
+    "ServedModels": "dsh_llm_deepseek._preflight",
+    "preflight": "dsh_llm_deepseek._preflight",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -20,7 +20,7 @@ from tenacity import (
     stop_before_delay,
 )
 
-from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_core import Chunk, ModelError, ModelRequest, RequestConfig
 from dsh_llm_deepseek._failures import (
     AttemptFailed,
     Failure,
@@ -156,6 +156,12 @@ class DeepSeekClient:
     def settings(self) -> DeepSeekSettings:
         """The settings in use (the key stays a ``SecretStr``)."""
         return self._settings
+
+    @property
+    def request_config(self) -> RequestConfig:
+        """The route and sampling settings every request sends (see
+        :meth:`DeepSeekSettings.request_config`)."""
+        return self._settings.request_config()
 
     def __repr__(self) -> str:
         s = self._settings

@@ -11,10 +11,12 @@ import ipaddress
 import os
 import sys
 import urllib.parse
-
-import httpx
+from typing import TYPE_CHECKING
 
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ModelError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS_ENV",
@@ -66,6 +68,8 @@ def check_model_request_allowed(url: str, transport: httpx.AsyncBaseTransport | 
     Raises:
         ModelRequestsDisabledError: live calls are off and ``url`` is not on a loopback host.
     """
+    import httpx  # noqa: PLC0415 - only a live client gets here; a replayed agent never loads it
+
     if transport is not None and not isinstance(transport, httpx.AsyncHTTPTransport):
         return
     if model_requests_allowed() or _is_loopback(url):

@@ -7,7 +7,19 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEFAULT_MODEL", "SERVED_MODELS", "DeepSeekSettings", "ReasoningEffort", "Thinking"]
+from dsh_core import RequestConfig
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "PROVIDER",
+    "SERVED_MODELS",
+    "DeepSeekSettings",
+    "ReasoningEffort",
+    "Thinking",
+]
+
+PROVIDER = "deepseek"
+"""The ``provider`` of this client's ``request/header`` config."""
 
 DEFAULT_MODEL = "deepseek-flash"
 SERVED_MODELS = ("deepseek-flash", "deepseek-v4-pro")
@@ -77,6 +89,17 @@ class DeepSeekSettings(BaseSettings):
         if self.reasoning_effort is not None:
             return self.reasoning_effort
         return "off" if self.thinking == "disabled" else "high"
+
+    def request_config(self) -> RequestConfig:
+        """What every request sends besides messages, system and tools (the agent logs it in
+        ``request/header``; replay compares it): provider, model, the resolved reasoning
+        effort and ``maxTokens`` when set. Nothing secret: no key, no URL."""
+        config = RequestConfig(
+            provider=PROVIDER, model=self.model, reasoningEffort=self.effective_reasoning_effort
+        )
+        if self.max_tokens is not None:
+            config["maxTokens"] = self.max_tokens
+        return config
 
     @model_validator(mode="after")
     def _thinking_allows_the_effort(self) -> Self:

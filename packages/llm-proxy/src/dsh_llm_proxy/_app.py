@@ -26,7 +26,12 @@ from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
 from dsh_llm_deepseek import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
-from dsh_llm_replay import ReplayCallError, ReplayModelClient, ReplayReport
+from dsh_llm_replay import (
+    ReplayCallError,
+    ReplayModelClient,
+    ReplayReport,
+    first_header_difference,
+)
 from dsh_persistence_jsonl import JsonlSessionStore
 from dsh_persistence_sqlite import SqliteSessionStore
 
@@ -247,12 +252,29 @@ class ReplayEngine:
         recorded = self.recorded_inputs.get(source or "", ())
         if source is None or number > len(recorded):
             return None  # unrecorded or exhausted: the replay client says so itself
+        drift = self._drift(call, source, number)
+        if drift is not None:
+            return drift
         expected, live = list(recorded[number - 1]), call.inputs()
         if expected == live:
             return None
         return (
             f"session {call.session_id} (script {source}) call {number}: the request's new "
             f"messages differ from the recording: recorded {_clip(expected)}, got {_clip(live)}"
+        )
+
+    def _drift(self, call: Call, source: str, number: int) -> str | None:
+        """How the call's model, system prompt or tools differ from the recorded call's."""
+        script = next((s for s in self.client.scripts if s.source == source), None)
+        expected = None if script is None else script.request_headers.for_call(number)
+        if expected is None:
+            return None  # a recording without headers cannot be checked
+        difference = first_header_difference(expected, call.request_header)
+        if difference is None:
+            return None
+        return (
+            f"session {call.session_id} (script {source}) call {number}: request drift: "
+            f"{difference}"
         )
 
     async def aclose(self) -> None:

@@ -33,6 +33,7 @@ from dsh_llm_replay import (
     ReplayReport,
     SessionScript,
     derive_replay_script,
+    recorded_headers,
 )
 
 __all__ = ["ProxyServer", "load_recording"]
@@ -69,7 +70,14 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
             events = log.events[seed:] if seed_slice else log.events
             entries = derive_replay_script(events, source)
             replay_header = ReplayHeader(header.id, header.created_at, seed, header.parent_session)
-            scripts.append(SessionScript(source, replay_header, tuple(entries)))
+            scripts.append(
+                SessionScript(
+                    source,
+                    replay_header,
+                    tuple(entries),
+                    request_headers=recorded_headers(log.events[seed:]),
+                )
+            )
             inputs[source] = call_inputs(events)
             for event in log.events:
                 if event.type == "request/header":
@@ -131,7 +139,9 @@ class ProxyServer:
     def replay(cls, root: Path | str, *, port: int = 0) -> ProxyServer:
         """A keyless proxy answering from the recording in ``root``."""
         recording = load_recording(root)
-        client = ReplayModelClient(recording.scripts)
+        # The engine compares each call's header itself: the client never sees the request's
+        # model, system prompt or tools (the wire's, not a ModelRequest's).
+        client = ReplayModelClient(recording.scripts, check_headers=False)
         return cls(ReplayEngine(client, recording.models, recording.inputs), None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------

@@ -9,13 +9,21 @@ the recording exactly. ``replay.override.json`` scripts what chunks alone cannot
 that threw or hung.
 """
 
-from dsh_llm_replay._client import ReplayModelClient
+from dsh_llm_replay._client import REPLAY_REQUEST_CONFIG, ReplayModelClient
+from dsh_llm_replay._drift import (
+    HeaderDifference,
+    HeaderStatus,
+    RecordedHeaders,
+    first_header_difference,
+    recorded_headers,
+)
 from dsh_llm_replay._errors import (
     NotConsumedError,
     OverrideError,
     ReplayCallError,
     ReplayError,
     ReportFormatError,
+    RequestDriftError,
     ScriptExhaustedError,
     UnrecordedSessionError,
     UnterminatedGroupError,
@@ -70,6 +78,13 @@ __all__ = [
     "ReplaySettings",
     "SessionScript",
     "load_session_scripts",
+    # request drift
+    "REPLAY_REQUEST_CONFIG",
+    "HeaderDifference",
+    "HeaderStatus",
+    "RecordedHeaders",
+    "first_header_difference",
+    "recorded_headers",
     # report
     "REPORT_VERSION",
     "ReplayReport",
@@ -83,6 +98,7 @@ __all__ = [
     "ReplayCallError",
     "ReplayError",
     "ReportFormatError",
+    "RequestDriftError",
     "ScriptExhaustedError",
     "UnrecordedSessionError",
     "UnterminatedGroupError",

@@ -14,14 +14,18 @@ from dsh_core import (
     HangEntry,
     ModelRequest,
     PlayerScript,
+    RequestConfig,
     ScriptEntry,
     ScriptPlayer,
     play_entry,
+    request_header,
 )
+from dsh_llm_replay._drift import first_header_difference
 from dsh_llm_replay._errors import (
     NotConsumedError,
     ReplayCallError,
     ReplayError,
+    RequestDriftError,
     ScriptExhaustedError,
     UnrecordedSessionError,
 )
@@ -37,6 +41,9 @@ from dsh_llm_replay._report import (
 from dsh_llm_replay._settings import ReplaySettings
 
 __all__ = ["ReplayModelClient"]
+
+REPLAY_REQUEST_CONFIG: RequestConfig = {"provider": "replay", "model": "replay"}
+"""The route a :class:`ReplayModelClient` reports when it is not told the live one."""
 
 
 def _signal_ready(entry: HangEntry) -> None:
@@ -76,12 +83,20 @@ class ReplayModelClient:
         *,
         report_path: Path | str | None = None,
         child_jitter_ms: int = 0,
+        request_config: RequestConfig | None = None,
+        check_headers: bool = True,
     ) -> None:
         """Args:
         scripts: in binding order (as :func:`load_session_scripts` returns them).
         report_path: where :meth:`aclose` writes the report (``None``: nowhere).
         child_jitter_ms: test-only: each delegated child's call first sleeps a random
             0..``child_jitter_ms`` ms, so concurrent children reach the model in any order.
+        request_config: the route and sampling settings the live client would send (what
+            the agent logs and replay compares); ``None``: unknown, so only the system
+            prompt and tools are compared.
+        check_headers: compare each request's header with the recorded one; a difference
+            is a ``request-drift`` error (the call is still answered, so the run shows what
+            else changed). ``refresh`` and ``record`` turn it off: they accept the new header.
         """
         self.scripts: tuple[SessionScript, ...] = tuple(scripts)
         self.report_path = None if report_path is None else Path(report_path)
@@ -94,10 +109,22 @@ class ReplayModelClient:
         self._recorded = {id(p): s for s, p in zip(self.scripts, played, strict=True)}
         self._answers = _answering_children(self.scripts)
         self._errors: list[ReplayCallError] = []
+        self._config = request_config
+        self.check_headers = check_headers
+        self._drifted: set[str] = set()
+
+    @property
+    def request_config(self) -> RequestConfig:
+        """The live route and sampling settings, or :data:`REPLAY_REQUEST_CONFIG`."""
+        return self._config if self._config is not None else REPLAY_REQUEST_CONFIG
 
     @classmethod
-    def from_settings(cls, settings: ReplaySettings | None = None) -> ReplayModelClient:
+    def from_settings(
+        cls, settings: ReplaySettings | None = None, *, request_config: RequestConfig | None = None
+    ) -> ReplayModelClient:
         """Load the scenario the environment names (see :class:`ReplaySettings`).
+
+        ``request_config`` is what the live client would send (see ``__init__``).
 
         Raises:
             ReplayError: a setting is missing or invalid, or a log cannot be read.
@@ -117,7 +144,13 @@ class ReplayModelClient:
             settings.snapshot_override,
             seed_slice=settings.seed_slice,
         )
-        return cls(scripts, report_path=settings.report, child_jitter_ms=settings.child_jitter_ms)
+        return cls(
+            scripts,
+            report_path=settings.report,
+            child_jitter_ms=settings.child_jitter_ms,
+            request_config=request_config,
+            check_headers=settings.check_headers,
+        )
 
     # -- ModelClient ---------------------------------------------------------------------------
 
@@ -165,6 +198,9 @@ class ReplayModelClient:
         session_id = request.session_id
         binding, entry = self._player.next_entry(session_id, lambda: self._claim(request))
         if entry is not None:
+            script = self._script_of(session_id)
+            if self.check_headers and script is not None and session_id not in self._drifted:
+                self._check_header(request, script)
             return play_entry(entry, _signal_ready)
         error: ReplayCallError
         if binding.script is None:
@@ -174,6 +210,29 @@ class ReplayModelClient:
             error = ScriptExhaustedError(session_id, binding.script.label, binding.calls, length)
         self._errors.append(error)
         return _raise(error)
+
+    def _check_header(self, request: ModelRequest, script: SessionScript) -> None:
+        """Record (once per session) a ``request-drift`` error when the live header is not
+        the recorded one; June-era and upstream-normalised recordings are not checked."""
+        expected = script.request_headers.at(request.turn, request.step)
+        if expected is None:
+            return
+        actual = dict(request_header(self.request_config, request))
+        if self._config is None:  # the live route is unknown: compare prompt and tools only
+            actual["config"] = expected.get("config")
+        difference = first_header_difference(expected, actual)
+        if difference is not None:
+            self._drifted.add(request.session_id)
+            self._errors.append(
+                RequestDriftError(
+                    request.session_id,
+                    script.source,
+                    script.header.id,
+                    request.turn,
+                    request.step,
+                    difference,
+                )
+            )
 
     async def aclose(self) -> None:
         """Write the report to ``report_path`` if one was given, once: the client owns the

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dsh_core import DshError, ModelError, UnterminatedCallError
+from dsh_llm_replay._drift import HeaderDifference
 
 __all__ = [
     "NotConsumedError",
@@ -12,6 +13,7 @@ __all__ = [
     "ReplayCallError",
     "ReplayError",
     "ReportFormatError",
+    "RequestDriftError",
     "ScriptExhaustedError",
     "UnrecordedSessionError",
     "UnterminatedGroupError",
@@ -95,6 +97,43 @@ class ScriptExhaustedError(ReplayCallError):
         self.source = source
         self.call = call
         self.length = length
+
+
+class RequestDriftError(ReplayCallError):
+    """A live request's header (model, sampling, system prompt, tools) is not the one its
+    recorded call was made with: the recording is stale.
+
+    Attributes:
+        source: the script's log file.
+        recorded_session: the recorded session's id.
+        turn: the turn of the call.
+        step: the step of the call.
+        difference: the first differing field (``tools[bash].parameters...description``),
+            expected (recorded) and actual (live).
+    """
+
+    kind = "request-drift"
+
+    def __init__(
+        self,
+        session_id: str,
+        source: str,
+        recorded_session: str,
+        turn: int,
+        step: int,
+        difference: HeaderDifference,
+    ) -> None:
+        super().__init__(
+            f"request drift in {source} (recorded session {recorded_session}, live session "
+            f"{session_id}), turn {turn}, step {step}: {difference}; the recording was made "
+            f"with another request header: refresh or record the scenario to accept the new one",
+            session_id=session_id,
+        )
+        self.source = source
+        self.recorded_session = recorded_session
+        self.turn = turn
+        self.step = step
+        self.difference = difference
 
 
 class UnrecordedSessionError(ReplayCallError):

@@ -14,6 +14,7 @@ from dsh_core import (
     first_user_text,
     read_log_file,
 )
+from dsh_llm_replay._drift import NOT_RECORDED, RecordedHeaders, recorded_headers
 from dsh_llm_replay._errors import ReplayError
 from dsh_llm_replay._override import load_override
 from dsh_llm_replay._script import ReplayEntry, ReplayHeader, derive_replay_script
@@ -40,6 +41,7 @@ class SessionScript:
         prompt: the text of the session's own first ``user/message`` (for a child: the
             prompt it was delegated), ``None`` when it has none.
         delegated: the session's own ``tool/call``s that delegated a prompt, in log order.
+        request_headers: the request headers its own calls were made with.
     """
 
     source: str
@@ -47,6 +49,7 @@ class SessionScript:
     entries: tuple[ReplayEntry, ...]
     prompt: str | None = None
     delegated: tuple[DelegatedCall, ...] = ()
+    request_headers: RecordedHeaders = NOT_RECORDED
 
 
 def _delegated_calls(events: Sequence[Event]) -> tuple[DelegatedCall, ...]:
@@ -128,6 +131,7 @@ def load_session_scripts(
             tuple(entries),
             first_user_text(events),
             _delegated_calls(events),
+            recorded_headers(events),
         )
     ]
     kids: list[SessionScript] = []
@@ -144,6 +148,7 @@ def load_session_scripts(
                 tuple(derive_replay_script(events, child_source)),
                 first_user_text(own),
                 _delegated_calls(own),
+                recorded_headers(own),
             )
         )
     kids.sort(

@@ -32,6 +32,9 @@ class ReplaySettings(BaseSettings):
         child_jitter_ms: ``DSH_REPLAY_CHILD_JITTER_MS`` (default 0), test-only: each call of
             a delegated child first sleeps a random 0..N ms, so the determinism test can
             shuffle the order in which concurrent children reach the model.
+        check_headers: ``DSH_REPLAY_CHECK_HEADERS`` (default true): compare each live
+            request's header with the recorded one (request drift); ``refresh`` and
+            ``record`` set it false, since they accept the new header.
     """
 
     model_config = SettingsConfigDict(
@@ -46,6 +49,7 @@ class ReplaySettings(BaseSettings):
     seed_slice: bool = Field(default=True, validation_alias="DSH_REPLAY_SEED_SLICE")
     report: Path | None = Field(default=None, validation_alias="DSH_REPLAY_REPORT")
     child_jitter_ms: int = Field(default=0, ge=0, validation_alias="DSH_REPLAY_CHILD_JITTER_MS")
+    check_headers: bool = Field(default=True, validation_alias="DSH_REPLAY_CHECK_HEADERS")
 
     def to_env(self) -> dict[str, str]:
         """The environment variables from which ``ReplaySettings()`` in another process reads

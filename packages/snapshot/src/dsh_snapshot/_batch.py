@@ -10,6 +10,7 @@ from rich.table import Table
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import run
+from dsh_snapshot._request_drift import header_summary
 from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._settings import SnapshotSettings
@@ -94,6 +95,9 @@ def print_results(
             )
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
+    notes = header_summary([(r.scenario.name, r.header_note) for r in results])
+    if notes:
+        console.print(notes, highlight=False, markup=False)
     console.print(summary_line(results, broken), highlight=False)
 
 

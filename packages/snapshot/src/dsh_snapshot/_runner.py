@@ -41,6 +41,7 @@ from dsh_snapshot._provenance import (
     with_provenance,
 )
 from dsh_snapshot._publish import publish_fixtures
+from dsh_snapshot._request_drift import drift_failures, header_note
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
@@ -75,6 +76,7 @@ class ScenarioResult:
     usage: Usage = field(default_factory=Usage)
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
+    header_note: str = ""
 
     @property
     def mode(self) -> Mode:
@@ -184,6 +186,8 @@ def replay_settings(scenario: Scenario, tmp: Path, settings: SnapshotSettings) -
         seed_slice=settings.seed_slice,
         report=tmp / "replay-report.json",
         child_jitter_ms=settings.child_jitter_ms,
+        # refresh (and an authored record) accept the new header; only replay compares it
+        check_headers=settings.mode == "replay",
     )
 
 
@@ -203,6 +207,7 @@ def _check_report(path: Path, result: ScenarioResult) -> bool:
     except ReplayError as exc:
         result.failures.append(f"replay report: {exc}")
         return False
+    result.failures.extend(drift_failures(report))
     result.calls_replayed = report.replayed_calls
     try:
         report.assert_consumed()
@@ -368,6 +373,7 @@ def _run(
                     raise AgentError(f"record needs {key_name(provider)}")
                 # Every setting of the provider (model, thinking, base URL…) reaches the agent.
                 env |= live_env(provider, settings.key)
+            env |= dict(settings.agent_env)
             server = stack.enter_context(agents.lease()) if agents is not None else None
             # A scenario must not depend on what the caller exported; a replay never sees a key.
             agent = AgentProcess(cwd, agent_environment(env), settings.timeout, fork_server=server)
@@ -390,6 +396,8 @@ def _run(
         # "Replay not consumed" is an exit code the report check has just said better.
         if code != EXIT_OK and not (code == EXIT_REPLAY_NOT_CONSUMED and not consumed):
             result.failures.append(exit_failure)
+        if settings.mode == "replay":
+            result.header_note = header_note(scenario.session_files)
         if settings.mode == "replay" and settings.check == "messages":
             _compare_messages(scenario, frames, result)
         elif settings.mode == "replay":

@@ -54,6 +54,9 @@ class SnapshotSettings(BaseModel):
             random 0..N ms, to shuffle concurrent children.
         retries: ``record``: how many more times a live recording that misses its
             ``expect:`` is made before the scenario fails.
+        agent_env: extra ``DSH_*`` / provider settings for the agent, e.g. another
+            ``DSH_SYSTEM_PROMPT_FILE`` or ``DEEPSEEK_MODEL`` (the caller's own environment
+            never reaches it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -72,6 +75,7 @@ class SnapshotSettings(BaseModel):
     api_key: SecretStr | None = None
     child_jitter_ms: int = Field(default=0, ge=0)
     retries: int = Field(default=0, ge=0)
+    agent_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def replaying(self) -> bool:

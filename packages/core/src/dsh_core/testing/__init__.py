@@ -21,7 +21,13 @@ from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
 from dsh_core.testing._memory import InMemorySessionStore
-from dsh_core.testing._scripted import ScriptedModel, ScriptError, ScriptLike
+from dsh_core.testing._scripted import (
+    SCRIPTED_REQUEST_CONFIG,
+    ScriptedModel,
+    ScriptError,
+    ScriptLike,
+    text_chunks,
+)
 
 if TYPE_CHECKING:
     from dsh_core.testing._conformance import StoreConformance
@@ -29,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DAMAGED_LOGS",
     "DAMAGED_SESSION_ID",
+    "SCRIPTED_REQUEST_CONFIG",
     "CrashReport",
     "DamagedLog",
     "InMemorySessionStore",
@@ -41,6 +48,7 @@ __all__ = [
     "normalized_rows",
     "run_crash_trials",
     "synthetic_turn",
+    "text_chunks",
     "tool_context",
     "upstream_corpus",
 ]

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
 from dsh_core._errors import DshError
 from dsh_core._events import Chunk
-from dsh_core._model import ModelRequest
+from dsh_core._model import ModelRequest, RequestConfig
 from dsh_core._script_player import (
     ChunksEntry,
     HangEntry,
@@ -27,10 +27,23 @@ from dsh_core._script_player import (
     play_entry,
 )
 
-__all__ = ["ScriptError", "ScriptedModel", "ScriptLike"]
+__all__ = ["SCRIPTED_REQUEST_CONFIG", "ScriptError", "ScriptLike", "ScriptedModel", "text_chunks"]
 
 ScriptLike = Sequence[ScriptEntry | Sequence[Chunk]]
 """A script as tests write it: entries, where a bare chunk list stands for a ``ChunksEntry``."""
+
+SCRIPTED_REQUEST_CONFIG: RequestConfig = {"provider": "scripted", "model": "scripted"}
+"""What a :class:`ScriptedModel` reports as its route unless it is given another."""
+
+
+def text_chunks(text: str) -> list[Chunk]:
+    """One call's chunks answering ``text`` as a single text block, finishing with ``stop``."""
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": text},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
 
 
 class ScriptError(DshError):
@@ -53,6 +66,8 @@ class ScriptedModel:
     Args:
         scripts: scripts claimed, in order, by sessions not named in ``by_id``.
         by_id: scripts for explicit session ids.
+        request_config: what :attr:`request_config` reports (the agent logs it in
+            ``request/header``).
 
     Attributes:
         requests: every request received, in order.
@@ -60,14 +75,24 @@ class ScriptedModel:
     """
 
     def __init__(
-        self, scripts: Iterable[ScriptLike] = (), *, by_id: Mapping[str, ScriptLike] | None = None
+        self,
+        scripts: Iterable[ScriptLike] = (),
+        *,
+        by_id: Mapping[str, ScriptLike] | None = None,
+        request_config: RequestConfig | None = None,
     ) -> None:
+        self._request_config: RequestConfig = request_config or SCRIPTED_REQUEST_CONFIG
         self._player = ScriptPlayer(
             [_script(f"#{n}", script) for n, script in enumerate(scripts, 1)],
             by_id={sid: _script(f"for {sid}", script) for sid, script in (by_id or {}).items()},
         )
         self.requests: list[ModelRequest] = []
         self.closed = False
+
+    @property
+    def request_config(self) -> RequestConfig:
+        """The route and sampling settings this model reports (not sent anywhere)."""
+        return self._request_config
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Play the bound script's next entry (binding happens at call time).

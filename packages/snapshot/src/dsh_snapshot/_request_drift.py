@@ -1,0 +1,61 @@
+"""What the gate says about request drift: the failure first, and which runs were checked.
+
+The replay client does the comparison (``dsh_llm_replay``); this module only reports it: a
+``request-drift`` error of the replay report becomes the run's leading failure, and each run
+notes whether its recording has a request header to check (June-era and upstream-normalised
+recordings do not, and the gate says so rather than passing them silently as checked).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from dsh_core import DshError, read_log_text
+from dsh_llm_replay import RecordedHeaders, ReplayReport, RequestDriftError, recorded_headers
+
+__all__ = ["drift_failures", "header_note", "header_summary"]
+
+_NOTE_PREFIX = "request header: "
+
+
+def drift_failures(report: ReplayReport) -> list[str]:
+    """``request drift: …`` for each request-drift error of a replay report."""
+    return [
+        f"request drift: {error.message}"
+        for error in report.errors
+        if error.kind == RequestDriftError.kind
+    ]
+
+
+def _headers(path: Path) -> RecordedHeaders:
+    log = read_log_text(path.read_text(encoding="utf-8"), str(path))
+    return recorded_headers(log.events[log.header.effective_seed_length :])
+
+
+def header_note(session_files: Sequence[Path]) -> str:
+    """The scenario's request-header note, e.g. ``request header: not recorded (june-era),
+    not checked``; mixed recordings name the status of each file."""
+    notes: dict[str, list[str]] = {}
+    for path in session_files:
+        try:
+            note = _headers(path).note
+        except (OSError, UnicodeDecodeError, DshError):
+            continue  # an unreadable log fails the run elsewhere, with its own message
+        notes.setdefault(note, []).append(path.name)
+    if len(notes) <= 1:
+        return next(iter(notes), "")
+    return "; ".join(f"{note} ({', '.join(names)})" for note, names in notes.items())
+
+
+def header_summary(notes: Sequence[tuple[str, str]]) -> str:
+    """One line for the gate: how many runs had their request header checked, and which
+    were not (``notes``: ``(scenario name, note)`` per run)."""
+    counts = Counter(note.removeprefix(_NOTE_PREFIX) for _, note in notes if note)
+    parts: list[str] = []
+    for note, count in sorted(counts.items(), key=lambda item: item[0] != "checked"):
+        names = sorted({name for name, n in notes if n.removeprefix(_NOTE_PREFIX) == note})
+        shown = "" if note == "checked" else f": {', '.join(names)}"
+        parts.append(f"{note} in {count} run{'s' if count != 1 else ''}{shown}")
+    return _NOTE_PREFIX + "; ".join(parts) if parts else ""
