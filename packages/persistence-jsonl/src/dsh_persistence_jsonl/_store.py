@@ -47,7 +47,7 @@ from dsh_core import (
     StoreCorruptError,
     WriterLock,
     close_open_turn,
-    dumps_event,
+    dumps_event_lines,
     dumps_header,
     prepare_header,
     read_log_bytes,
@@ -197,12 +197,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _lines(events: Sequence[Event]) -> bytes:
-    if not events:
-        return b""
-    return ("\n".join(map(dumps_event, events)) + "\n").encode("utf-8")
-
-
 def _acquire(path: Path, session_id: str, log_path: Path) -> WriterLock:
     try:
         lock = WriterLock.try_acquire(path)
@@ -247,7 +241,7 @@ class _JsonlWriter:
                 f"session {self._id} ({self._path}): the batch starts at seq {first} but the "
                 f"log continues at seq {self._next}"
             )
-        data = _lines(events)
+        data = dumps_event_lines(events)
         try:
             _write_all(self._fd, data)
             os.fsync(self._fd)
@@ -361,7 +355,7 @@ class JsonlSessionStore:
             if path.exists():
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
-            data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
+            data = (dumps_header(header) + "\n").encode("utf-8") + dumps_event_lines(seed)
             tmp = self.root / f".{header.id}.{uuid.uuid4().hex}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
