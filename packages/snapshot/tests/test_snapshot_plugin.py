@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,30 +22,19 @@ def _scenario(folder: Path) -> None:
     )
 
 
-def _collect(cwd: Path, *args: str) -> list[str]:
-    (cwd / "pytest.ini").write_text("[pytest]\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--collect-only",
-            "-q",
-            "-c",
-            str(cwd / "pytest.ini"),
-            "--rootdir",
-            str(cwd),
-            *args,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode in (0, 5), proc.stdout + proc.stderr
-    return [line for line in proc.stdout.splitlines() if "::" in line]
+Collect = Callable[..., list[str]]
+
+
+@pytest.fixture
+def collect(inner_pytest: Callable[..., subprocess.CompletedProcess[str]]) -> Collect:
+    """``collect(tree, *args)``: the node ids a fresh pytest collects in ``tree``."""
+
+    def node_ids(cwd: Path, *args: str) -> list[str]:
+        proc = inner_pytest(cwd, "--collect-only", "-q", *args)
+        assert proc.returncode in (0, 5), proc.stdout + proc.stderr
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    return node_ids
 
 
 @pytest.fixture
@@ -55,28 +45,28 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_inert_without_the_option(tree: Path) -> None:
-    assert _collect(tree, "snapshots") == []
-    assert _collect(tree, ".") == ["test_plain.py::test_plain"]
+def test_inert_without_the_option(tree: Path, collect: Collect) -> None:
+    assert collect(tree, "snapshots") == []
+    assert collect(tree, ".") == ["test_plain.py::test_plain"]
 
 
-def test_one_item_per_scenario_and_composition(tree: Path) -> None:
-    ids = _collect(tree, "--dsh-snapshots", "snapshots")
+def test_one_item_per_scenario_and_composition(tree: Path, collect: Collect) -> None:
+    ids = collect(tree, "--dsh-snapshots", "snapshots")
     assert ids == [
         f"snapshots/sdk/{name}::sdk/{name}[{comp}]"
         for name in ("cancel", "multi-turn", "text-turn")
         for comp in ("jsonl", "sqlite")
     ]
-    only = _collect(tree, "--dsh-snapshots", "--dsh-composition", "sqlite", "snapshots/sdk/cancel")
+    only = collect(tree, "--dsh-snapshots", "--dsh-composition", "sqlite", "snapshots/sdk/cancel")
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
 
 
-def test_two_split_groups_cover_every_item_once(tree: Path) -> None:
-    everything = _collect(tree, "--dsh-snapshots", "snapshots")
+def test_two_split_groups_cover_every_item_once(tree: Path, collect: Collect) -> None:
+    everything = collect(tree, "--dsh-snapshots", "snapshots")
     durations = tree / ".test_durations"
     durations.write_text(json.dumps({nid: 1.0 + i for i, nid in enumerate(everything)}))
     groups = [
-        _collect(
+        collect(
             tree,
             "--dsh-snapshots",
             "snapshots",

@@ -39,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated persistence backends per scenario (jsonl,sqlite)",
     )
     group.addoption(
+        "--dsh-cold",
+        action="store_true",
+        default=False,
+        help="start every agent as a fresh interpreter instead of forking it from one warm, "
+        "pre-imported agent per worker (also DSH_SNAPSHOT_COLD=1)",
+    )
+    group.addoption(
         "--dsh-timeout",
         type=float,
         default=60.0,
@@ -60,6 +67,39 @@ def pytest_configure(config: pytest.Config) -> None:
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
+        config.pluginmanager.register(_WarmPool(config), _WARM_POOL)
+
+
+_WARM_POOL = "dsh-snapshot-warm"
+
+
+class _WarmPool:
+    """One warm agent per pytest process (so one per xdist worker), started on first use.
+
+    Each scenario still runs in its own forked process with its own pipes, cwd, environment
+    and temporary home; ``--dsh-cold`` (or ``DSH_SNAPSHOT_COLD=1``) starts a fresh
+    interpreter per run instead.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        from dsh_snapshot._warm import cold_by_default  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        self.cold = bool(config.getoption("dsh_cold")) or cold_by_default()
+        self._agents: Any = None
+
+    def agents(self) -> Any:
+        """The process's :class:`~dsh_snapshot._warm.WarmAgents`, or ``None`` when cold."""
+        if self.cold:
+            return None
+        if self._agents is None:
+            from dsh_snapshot._warm import WarmAgents  # noqa: PLC0415 - keep the plugin inert and cheap
+
+            self._agents = WarmAgents(1)  # items run one at a time per process
+        return self._agents
+
+    def pytest_unconfigure(self) -> None:
+        if self._agents is not None:
+            self._agents.close()
 
 
 class _Summary:
@@ -153,6 +193,8 @@ class ScenarioItem(pytest.Item):
             if api_key is None:
                 pytest.skip("record: no DEEPSEEK_API_KEY in the environment or ./.env")
             _preflight_once()
+        pool = self.config.pluginmanager.get_plugin(_WARM_POOL)
+        assert isinstance(pool, _WarmPool)  # registered with --dsh-snapshots, as this item is
         result = run_scenario(
             self.scenario,
             RunOptions(
@@ -160,8 +202,11 @@ class ScenarioItem(pytest.Item):
                 composition=self.composition,  # pyright: ignore[reportArgumentType]
                 timeout=float(str(self.config.getoption("dsh_timeout"))),
                 api_key=api_key,
+                cold=pool.cold,
             ),
+            pool.agents(),
         )
+        self.user_properties.append(("agent", "fresh interpreter" if pool.cold else "forked"))
         if result.needs and self.scenario.meta is None:
             # An upstream recording of a feature we lack: not ours to fail, but said plainly.
             pytest.skip(result.summary)
