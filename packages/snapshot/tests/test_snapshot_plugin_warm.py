@@ -1,5 +1,6 @@
 """The pytest plugin forks each scenario's agent from one warm agent per worker, and
-``--dsh-cold`` / ``DSH_SNAPSHOT_COLD=1`` start a fresh interpreter per run instead."""
+``--dsh-cold`` / ``DSH_SNAPSHOT_COLD=1`` start a fresh interpreter per run instead; a batch
+that only reports keeps no per-run outputs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_snapshot import COLD_ENV
+from dsh_snapshot import COLD_ENV, RunOptions, load_scenario, run_many
 
 pytestmark = pytest.mark.e2e
 
@@ -50,3 +51,18 @@ def test_the_plugin_forks_warm_agents_unless_told_cold(
     )
     cold = _gate(inner_pytest, tree, env={**env, COLD_ENV: "1"})
     assert cold == dict.fromkeys(names, "fresh interpreter")
+
+
+def test_a_batch_that_only_reports_keeps_no_outputs(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    """The CLI keeps only verdicts: a run's logs and frames would otherwise pile up with K."""
+    scenarios = [load_scenario(scenario_copy("tool-call-turn"))]
+    kept = run_many(scenarios, RunOptions(), ["jsonl"], jobs=1)
+    dropped = run_many(scenarios, RunOptions(), ["jsonl"], jobs=1, keep_outputs=False)
+    assert kept[0].ok, kept[0].failures
+    assert dropped[0].ok, dropped[0].failures
+    assert kept[0].logs
+    assert kept[0].frames
+    assert (dropped[0].logs, dropped[0].frames) == ([], [])
+    assert (dropped[0].sessions, dropped[0].calls) == (kept[0].sessions, kept[0].calls)

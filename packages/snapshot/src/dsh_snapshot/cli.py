@@ -331,7 +331,7 @@ def _run(
     if command == "replay":
         compositions = cast(list[Composition], ns.composition)
     options = RunOptions(mode=mode, timeout=timeout, cold=cold)
-    results = run_many(scenarios, options, compositions, jobs)
+    results = run_many(scenarios, options, compositions, jobs, keep_outputs=False)
     print_results(console, results, f"dsh-snapshot {command}", broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
