@@ -190,15 +190,26 @@ def _import_lines(steps: list[tuple[str, float]]) -> list[str]:
         lines.append(f"| {label} | {cpu * 1000:.0f} | {(cpu - previous) * 1000:+.0f} |")
         previous = cpu
     pydantic_ms = (steps[3][1] - steps[1][1]) * 1000
-    acp_ms = (steps[5][1] - steps[4][1]) * 1000
+    without_acp = steps[4][1] * 1000
+    acp_ms = total - without_acp
     verdict = "met" if total <= IMPORT_TARGET_MS else "missed"
+    if without_acp <= IMPORT_TARGET_MS:
+        remedy = (
+            f"without it the agent would start in {without_acp:.0f} ms, so the target hinges "
+            "on serving JSON-RPC without the `acp` package (its `__init__` imports the whole "
+            "schema, even for `acp.connection`) and validating the five requests it serves "
+            "with models of its own"
+        )
+    else:
+        remedy = (
+            f"even without it the agent would start in {without_acp:.0f} ms, of which "
+            f"pydantic and pydantic-settings are {pydantic_ms:.0f} ms: the target also needs "
+            "the settings read without pydantic-settings at start"
+        )
     lines += [
         "",
         f"- Agent import on the cold path: **{total:.0f} ms** CPU (target ≤ "
-        f"{IMPORT_TARGET_MS:g} ms: {verdict}). `acp` is {acp_ms:.0f} ms of it; pydantic and "
-        f"pydantic-settings alone are {pydantic_ms:.0f} ms, so even with no `acp` import the "
-        "target needs the settings (agent, sandbox, replay) read without pydantic-settings at "
-        "start.",
+        f"{IMPORT_TARGET_MS:g} ms: {verdict}). `acp` is {acp_ms:.0f} ms of it; {remedy}.",
     ]
     return lines
 
