@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,3 +35,36 @@ def committed() -> Path:
     if not SNAPSHOTS.is_dir():
         pytest.skip(f"no committed scenarios under {SNAPSHOTS}")
     return SNAPSHOTS
+
+
+@pytest.fixture
+def inner_pytest() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run a fresh pytest in a tree (``inner_pytest(tree, *args, env=None)``) with its own
+    ``pytest.ini`` and rootdir, so this checkout's configuration stays out of it."""
+
+    def run(
+        tree: Path, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        (tree / "pytest.ini").write_text("[pytest]\n")
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-c",
+                str(tree / "pytest.ini"),
+                "--rootdir",
+                str(tree),
+                *args,
+            ],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+            timeout=600,
+        )
+
+    return run

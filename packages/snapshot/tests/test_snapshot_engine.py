@@ -138,10 +138,14 @@ class _Spy:
         self.calls: list[SnapshotSettings] = []
 
     def __call__(
-        self, settings: SnapshotSettings, scenarios: Sequence[Any] | None = None, *rest: Any
+        self,
+        settings: SnapshotSettings,
+        scenarios: Sequence[Any] | None = None,
+        *rest: Any,
+        **options: Any,
     ) -> list[ScenarioResult]:
         self.calls.append(settings)
-        return run(settings, scenarios, *rest)
+        return run(settings, scenarios, *rest, **options)
 
 
 @pytest.fixture

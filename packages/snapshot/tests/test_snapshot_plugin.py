@@ -4,6 +4,7 @@ pytest-split shards cover every item exactly once."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core.plugins import store_backend_names
+from dsh_snapshot import COLD_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -25,33 +27,19 @@ def _scenario(folder: Path) -> None:
     )
 
 
-def _pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """pytest in a subprocess, rooted at ``cwd``."""
-    (cwd / "pytest.ini").write_text("[pytest]\n")
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-c",
-            str(cwd / "pytest.ini"),
-            "--rootdir",
-            str(cwd),
-            *args,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+Collect = Callable[..., list[str]]
 
 
-def _collect(cwd: Path, *args: str) -> list[str]:
-    proc = _pytest(cwd, "--collect-only", "-q", *args)
-    assert proc.returncode in (0, 5), proc.stdout + proc.stderr
-    return [line for line in proc.stdout.splitlines() if "::" in line]
+@pytest.fixture
+def collect(inner_pytest: Callable[..., subprocess.CompletedProcess[str]]) -> Collect:
+    """``collect(tree, *args)``: the node ids a fresh pytest collects in ``tree``."""
+
+    def node_ids(cwd: Path, *args: str) -> list[str]:
+        proc = inner_pytest(cwd, "--collect-only", "-q", *args)
+        assert proc.returncode in (0, 5), proc.stdout + proc.stderr
+        return [line for line in proc.stdout.splitlines() if "::" in line]
+
+    return node_ids
 
 
 @pytest.fixture
@@ -62,28 +50,28 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_inert_without_the_option(tree: Path) -> None:
-    assert _collect(tree, "snapshots") == []
-    assert _collect(tree, ".") == ["test_plain.py::test_plain"]
+def test_inert_without_the_option(tree: Path, collect: Collect) -> None:
+    assert collect(tree, "snapshots") == []
+    assert collect(tree, ".") == ["test_plain.py::test_plain"]
 
 
-def test_one_item_per_scenario_and_store_backend(tree: Path) -> None:
-    ids = _collect(tree, "--dsh-snapshots", "snapshots")
+def test_one_item_per_scenario_and_store_backend(tree: Path, collect: Collect) -> None:
+    ids = collect(tree, "--dsh-snapshots", "snapshots")
     assert ids == [
         f"snapshots/sdk/{name}::sdk/{name}[{comp}]"
         for name in ("cancel", "multi-turn", "text-turn")
         for comp in store_backend_names()  # every installed one by default
     ]
-    only = _collect(tree, "--dsh-snapshots", "--dsh-persistence", "sqlite", "snapshots/sdk/cancel")
+    only = collect(tree, "--dsh-snapshots", "--dsh-persistence", "sqlite", "snapshots/sdk/cancel")
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
 
 
-def test_two_split_groups_cover_every_item_once(tree: Path) -> None:
-    everything = _collect(tree, "--dsh-snapshots", "snapshots")
+def test_two_split_groups_cover_every_item_once(tree: Path, collect: Collect) -> None:
+    everything = collect(tree, "--dsh-snapshots", "snapshots")
     durations = tree / ".test_durations"
     durations.write_text(json.dumps({nid: 1.0 + i for i, nid in enumerate(everything)}))
     groups = [
-        _collect(
+        collect(
             tree,
             "--dsh-snapshots",
             "snapshots",
@@ -144,16 +132,17 @@ _SPY_CONFTEST = """
 
 
     def pytest_configure(config):
-        def spy(settings, scenarios=None, *rest):
+        def spy(settings, scenarios=None, *rest, **options):
             record = {
                 "mode": settings.mode,
                 "persistences": list(settings.persistences),
                 "timeout": settings.timeout,
                 "cold": settings.cold,
+                "warm_agents": options.get("agents") is not None,
             }
             with Path("engine-calls.jsonl").open("a") as calls:
                 calls.write(json.dumps(record) + "\\n")
-            return real(settings, scenarios, *rest)
+            return real(settings, scenarios, *rest, **options)
 
         engine.run = spy
 """
@@ -161,18 +150,23 @@ _SPY_CONFTEST = """
 
 @pytest.mark.e2e
 def test_the_plugin_runs_each_item_through_the_engine(
-    scenario_copy: Callable[[str], Path], tmp_path: Path
+    scenario_copy: Callable[[str], Path],
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     scenario_copy("text-turn")
     (tmp_path / "conftest.py").write_text(textwrap.dedent(_SPY_CONFTEST))
-    proc = _pytest(tmp_path, "--dsh-snapshots", "sdk", "--dsh-timeout", "30")
+    env = {k: v for k, v in os.environ.items() if k != COLD_ENV}
+    proc = inner_pytest(tmp_path, "--dsh-snapshots", "sdk", "--dsh-timeout", "30", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [
         json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()
     ]
     assert sorted(c["persistences"][0] for c in calls) == sorted(store_backend_names())
+    # Each item is one engine run, forked from this pytest process's one warm agent.
     assert all(
-        (c["mode"], len(c["persistences"]), c["timeout"], c["cold"]) == ("replay", 1, 30.0, True)
+        (c["mode"], len(c["persistences"]), c["timeout"], c["cold"], c["warm_agents"])
+        == ("replay", 1, 30.0, False, True)
         for c in calls
     )
     runs = len(store_backend_names())

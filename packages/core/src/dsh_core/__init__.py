@@ -23,6 +23,7 @@ from dsh_core._bash import (
     bash_argument_errors,
     render_bash_result,
 )
+from dsh_core._encode import dumps_event_lines, dumps_json
 from dsh_core._errors import (
     DshError,
     LogFormatError,
@@ -179,7 +180,9 @@ __all__ = [
     "assistant_chunk",
     "assistant_message",
     "dumps_event",
+    "dumps_event_lines",
     "dumps_header",
+    "dumps_json",
     "event_from_json",
     "header_from_json",
     "read_log",

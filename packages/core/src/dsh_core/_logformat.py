@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
+from dsh_core._encode import dumps_event
 from dsh_core._errors import LogFormatError
 from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
 
@@ -484,21 +485,6 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
 def dumps_header(header: SessionHeader) -> str:
     """One header line, without the newline."""
     return _ENCODE(header.to_json())
-
-
-def dumps_event(event: Event) -> str:
-    """One event line, without the newline (packed rows are never written).
-
-    Raises:
-        ValueError: the event carries a value JSON cannot hold, naming its type and seq
-            (upstream's ``assertSerializable``); nothing is written.
-    """
-    try:
-        return _ENCODE(event.to_json())
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
-        ) from None
 
 
 def render_log(header: SessionHeader, events: Iterable[Event]) -> str:

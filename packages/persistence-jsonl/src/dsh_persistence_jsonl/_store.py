@@ -46,7 +46,7 @@ from dsh_core import (
     WriterLock,
     atomic_write,
     close_open_turn,
-    dumps_event,
+    dumps_event_lines,
     dumps_header,
     prepare_header,
     read_log_bytes,
@@ -180,12 +180,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _lines(events: Sequence[Event]) -> bytes:
-    if not events:
-        return b""
-    return ("\n".join(map(dumps_event, events)) + "\n").encode("utf-8")
-
-
 class _JsonlWriter:
     """Appends batches to one log file, each as one write and one fsync."""
 
@@ -217,7 +211,7 @@ class _JsonlWriter:
                 f"session {self._id} ({self._path}): the batch starts at seq {first} but the "
                 f"log continues at seq {self._next}"
             )
-        data = _lines(events)
+        data = dumps_event_lines(events)
         try:
             _write_all(self._fd, data)
             os.fsync(self._fd)
@@ -333,7 +327,7 @@ class JsonlSessionStore:
             if path.exists():
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
-            data = (dumps_header(header) + "\n").encode("utf-8") + _lines(seed)
+            data = (dumps_header(header) + "\n").encode("utf-8") + dumps_event_lines(seed)
             atomic_write(path, data, mode=0o644)  # a killed create leaves only its .tmp
             writer = _JsonlWriter(path, lock, header.id, len(data), len(seed))
         except BaseException:

@@ -12,7 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
-from dsh_core import Event, LogFormatError, SessionHeader
+from dsh_core import Event, LogFormatError, SessionHeader, dumps_json
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -30,8 +30,9 @@ HEADER_COLUMNS = (
 EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, extra"
 """The ``events`` columns a load reads, in the order :func:`events_from_cursor` unpacks."""
 
-# NaN and infinities are not JSON: SQLite would keep the text but no reader could load it
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# NaN and infinities are not JSON: SQLite would keep the text but no reader could load it.
+# The log lines' own encoder, so a row's JSON is the text the JSONL store writes.
+_encode = dumps_json
 _loads = json.loads
 
 

@@ -113,8 +113,12 @@ def run_proof(console: Console, scenarios: Sequence[Scenario], settings: Snapsho
         )
         return False
     one_backend = {"mode": "replay", "persistences": (DEFAULT_STORE_BACKEND,)}
-    off = run(settings.model_copy(update={**one_backend, "seed_slice": False}), forks)
-    on = run(settings.model_copy(update={**one_backend, "seed_slice": True}), forks)
+    off = run(
+        settings.model_copy(update={**one_backend, "seed_slice": False}), forks, keep_outputs=False
+    )
+    on = run(
+        settings.model_copy(update={**one_backend, "seed_slice": True}), forks, keep_outputs=False
+    )
     held = True
     console.print(
         "proof, slice OFF (DSH_REPLAY_SEED_SLICE=false): every fork scenario must go red",

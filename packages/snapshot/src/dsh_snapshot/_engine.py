@@ -7,6 +7,7 @@ scenarios first, to report malformed ones and to describe them).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,6 +117,9 @@ def run(
     settings: SnapshotSettings,
     scenarios: Sequence[Scenario] | None = None,
     on_result: Callable[[ScenarioResult], None] | None = None,
+    *,
+    agents: WarmAgents | None = None,
+    keep_outputs: bool = True,
 ) -> list[ScenarioResult]:
     """Run every (scenario, store backend) pair the settings ask for; results in input order.
 
@@ -125,6 +129,12 @@ def run(
             (malformed ones are skipped: :func:`select` them first to report them).
         on_result: called with every attempt's result as it finishes (from worker threads),
             for progress; a retried recording calls it once per attempt.
+        agents: warm agents to fork from, kept by the caller across calls (the pytest plugin
+            keeps one per worker); ``None`` starts ``settings.jobs`` of its own for this call.
+            Ignored when ``settings.cold``.
+        keep_outputs: keep each run's normalised logs and frames on its result. A caller that
+            only reports verdicts passes ``False``: over hundreds of runs those outputs are
+            nearly all of the gate's memory (about 0.2 MiB a run), and nothing else grows.
 
     Threads suffice: each run's work happens in its own agent subprocess, forked from one warm
     agent per worker unless ``settings.cold``.
@@ -137,10 +147,19 @@ def run(
         for persistence in scenario.persistences(settings.run_persistences)
     ]
     jobs = min(settings.jobs, max(len(pairs), 1))
-    with WarmAgents(jobs) as warm:
-        agents = None if settings.cold else warm
+    with contextlib.ExitStack() as stack:
+        pool: WarmAgents | None = None
+        if not settings.cold:
+            pool = agents if agents is not None else stack.enter_context(WarmAgents(jobs))
+
+        def one(scenario: Scenario, persistence: str) -> ScenarioResult:
+            result = _attempts(scenario, settings, persistence, pool, on_result)
+            if not keep_outputs:
+                result.logs, result.frames = [], []
+            return result
+
         if jobs <= 1:
-            return [_attempts(s, settings, c, agents, on_result) for s, c in pairs]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_attempts, s, settings, c, agents, on_result) for s, c in pairs]
+            return [one(s, p) for s, p in pairs]
+        with ThreadPoolExecutor(max_workers=jobs) as pool_threads:
+            futures = [pool_threads.submit(one, s, p) for s, p in pairs]
             return [f.result() for f in futures]

@@ -341,7 +341,7 @@ def _run(console: Console, command: str, settings: SnapshotSettings, selection: 
     if command == "record":
         print_broken(console, selection.broken)
         return _record(console, selection.scenarios, settings)
-    results = run(settings, selection.scenarios)
+    results = run(settings, selection.scenarios, keep_outputs=False)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 

@@ -44,6 +44,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # The option's old name: one setting has one name now (snapshot.yml's key too).
     group.addoption("--dsh-composition", default=None, help=argparse.SUPPRESS)
     group.addoption(
+        "--dsh-cold",
+        action="store_true",
+        default=False,
+        help="start every agent as a fresh interpreter instead of forking it from one warm, "
+        "pre-imported agent per worker (also DSH_SNAPSHOT_COLD=1)",
+    )
+    group.addoption(
         "--dsh-timeout",
         type=float,
         default=60.0,
@@ -70,6 +77,39 @@ def pytest_configure(config: pytest.Config) -> None:
                 "dsh-snapshot: --dsh-composition is deprecated, use --dsh-persistence",
                 file=sys.stderr,
             )
+        config.pluginmanager.register(_WarmPool(config), _WARM_POOL)
+
+
+_WARM_POOL = "dsh-snapshot-warm"
+
+
+class _WarmPool:
+    """One warm agent per pytest process (so one per xdist worker), started on first use.
+
+    Each scenario still runs in its own forked process with its own pipes, cwd, environment
+    and temporary home; ``--dsh-cold`` (or ``DSH_SNAPSHOT_COLD=1``) starts a fresh
+    interpreter per run instead.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        from dsh_snapshot._warm import cold_by_default  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        self.cold = bool(config.getoption("dsh_cold")) or cold_by_default()
+        self._agents: Any = None
+
+    def agents(self) -> Any:
+        """The process's :class:`~dsh_snapshot._warm.WarmAgents`, or ``None`` when cold."""
+        if self.cold:
+            return None
+        if self._agents is None:
+            from dsh_snapshot._warm import WarmAgents  # noqa: PLC0415 - keep the plugin inert and cheap
+
+            self._agents = WarmAgents(1)  # items run one at a time per process
+        return self._agents
+
+    def pytest_unconfigure(self) -> None:
+        if self._agents is not None:
+            self._agents.close()
 
 
 class _Summary:
@@ -178,18 +218,21 @@ class ScenarioItem(pytest.Item):
 
                 pytest.skip(f"record: no {key_name(live_provider())} in the environment or ./.env")
             _preflight_once()
+        pool = self.config.pluginmanager.get_plugin(_WARM_POOL)
+        assert isinstance(pool, _WarmPool)  # registered with --dsh-snapshots, as this item is
         # One item is one engine run of one scenario with one backend; pytest-xdist is the
-        # parallelism, so the engine runs it cold (no warm fork server per item).
+        # parallelism, and each pytest process forks its items from its own warm agent.
         settings = SnapshotSettings.model_validate(
             {
                 "mode": self.mode,
                 "persistences": (self.persistence,),
                 "timeout": float(str(self.config.getoption("dsh_timeout"))),
-                "cold": True,
+                "cold": pool.cold,
                 "api_key": api_key,
             }
         )
-        [result] = run(settings, [self.scenario])
+        [result] = run(settings, [self.scenario], agents=pool.agents())
+        self.user_properties.append(("agent", "fresh interpreter" if pool.cold else "forked"))
         if result.needs and self.scenario.meta is None:
             # An upstream recording of a feature we lack: not ours to fail, but said plainly.
             pytest.skip(result.summary)
