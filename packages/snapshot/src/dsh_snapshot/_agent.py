@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class AgentProcess(testing.AgentProcess):
         timeout: seconds any single wait (a frame, the exit) may take.
         start_timeout: seconds the first frame may take.
         fork_server: fork the agent from this warm server instead of starting an interpreter.
+        command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
     """
 
     def __init__(
@@ -61,11 +62,12 @@ class AgentProcess(testing.AgentProcess):
         timeout: float,
         start_timeout: float = 120.0,
         fork_server: AgentForkServer | None = None,
+        command: Sequence[str] | None = None,
     ) -> None:
         super().__init__(
             env,
             cwd,
-            agent_command(),
+            agent_command() if command is None else command,
             timeout=timeout,
             start_timeout=start_timeout,
             fork_server=fork_server,

@@ -26,6 +26,13 @@ from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowanc
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._expect import check_expectations
+from dsh_snapshot._foreign import (
+    ForeignAgent,
+    ForeignModel,
+    foreign_agent,
+    foreign_model,
+    normalised_ids,
+)
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs
 from dsh_snapshot._keyscan import redact, scan_folder
@@ -86,6 +93,8 @@ class RunOptions:
             random 0..N ms (``DSH_REPLAY_CHILD_JITTER_MS``), to shuffle concurrent children.
         cold: a batch starts every agent as a fresh interpreter instead of forking it from a
             warm, pre-imported one (:class:`dsh_snapshot._warm.WarmAgents`).
+        agent: run this ACP agent instead of ours, through ``dsh-llm-proxy`` (``--agent``);
+            ``None`` means the scenario's ``agent:``, if any (:mod:`dsh_snapshot._foreign`).
     """
 
     mode: Mode = "replay"
@@ -97,6 +106,7 @@ class RunOptions:
     allowances: Allowances | None = None
     child_jitter_ms: int = 0
     cold: bool = False
+    agent: ForeignAgent | None = None
 
 
 @dataclass(slots=True)
@@ -378,8 +388,23 @@ def _run(
             "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
             "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
         }
+        foreign = foreign_agent(scenario, options.agent)
+        model: ForeignModel | None = None
         with contextlib.ExitStack() as stack:
-            if replaying:
+            if foreign is not None:
+                model = stack.enter_context(
+                    foreign_model(
+                        foreign,
+                        scenario,
+                        replaying=replaying,
+                        scripted=options.mode == "record-scripted",
+                        store=options.composition,
+                        tmp=tmp,
+                        api_key=options.api_key,
+                        timeout=options.timeout,
+                    )
+                )
+            elif replaying:
                 env |= _replay_env(scenario, tmp, options)
             elif options.mode == "record-scripted":
                 if scenario.script_file is None:
@@ -401,8 +426,11 @@ def _run(
                 # Every DEEPSEEK_* setting (model, thinking, base URL…) reaches the agent.
                 env |= {k: v for k, v in os.environ.items() if k.startswith("DEEPSEEK_") and v}
                 env |= {"DSH_MODEL_CLIENT": "deepseek", "DEEPSEEK_API_KEY": options.api_key}
-            server = stack.enter_context(agents.lease()) if agents is not None else None
-            agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
+            if model is not None:
+                agent = model.start(cwd, options.timeout)
+            else:
+                server = stack.enter_context(agents.lease()) if agents is not None else None
+                agent = AgentProcess(cwd, base_env(env), options.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)
@@ -411,10 +439,13 @@ def _run(
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         # Each harvested log is parsed once: ordering, names and normalising share it.
-        parsed = harvest_logs(root, options.composition)
+        if model is not None:
+            parsed, agent_ids = model.logs(), normalised_ids(agent.session_ids)
+        else:
+            parsed, agent_ids = harvest_logs(root, options.composition), agent.session_ids
         result.sessions = len(parsed)
         cwds, ids = logs_cwds_and_ids(parsed)
-        norm = Normalizer({str(cwd), *cwds}, {*ids, *agent.session_ids})
+        norm = Normalizer({str(cwd), *cwds}, {*ids, *agent_ids})
         logs = [normalize_log(log, norm) for log in parsed]
         frames = normalize_frames(agent.frames, norm)
         result.logs, result.frames = logs, frames

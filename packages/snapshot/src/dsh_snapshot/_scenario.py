@@ -17,9 +17,10 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
+from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
@@ -112,6 +113,27 @@ class SnapshotMeta(BaseModel):
     expect: list[PromptExpectation] | None = None
     provenance: Provenance | None = None
     secrets_allowlist: tuple[AllowEntry, ...] = ()
+    agent: AgentArgv | None = None
+    """Run this ACP agent (argv; ``{python}``, ``{scenario}`` expanded) instead of ours, its
+    model calls recorded and replayed through ``dsh-llm-proxy``."""
+    agent_base_url_env: EnvName | None = None
+    """The variable through which ``agent`` takes its model base URL (``OPENAI_BASE_URL``)."""
+    agent_env: dict[EnvName, str] | None = None
+    """Fixed variables ``agent`` needs (a placeholder key its SDK insists on)."""
+
+    @model_validator(mode="after")
+    def _agent_fields(self) -> SnapshotMeta:
+        if self.agent is None:
+            extra = [
+                name
+                for name in ("agent_base_url_env", "agent_env")
+                if getattr(self, name) is not None
+            ]
+            if extra:
+                raise ValueError(f"{extra[0]} is set but agent is not: it configures agent only")
+        elif self.agent_env:
+            check_agent_env(self.agent_base_url_env or DEFAULT_BASE_URL_ENV, self.agent_env)
+        return self
 
 
 class Step(BaseModel):
