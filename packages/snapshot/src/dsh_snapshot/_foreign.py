@@ -21,6 +21,7 @@ agent's own harvest orders them.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -32,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
@@ -46,6 +47,8 @@ from dsh_snapshot._scenario import Scenario
 
 __all__ = [
     "ForeignAgent",
+    "add_agent_arguments",
+    "agent_from_arguments",
     "ForeignModel",
     "foreign_agent",
     "check_not_recorded_with_override",
@@ -369,3 +372,54 @@ def check_not_recorded_with_override(scenario: Scenario) -> None:
             f"{scenario.override_file}: a scenario with agent: replays through dsh-llm-proxy, "
             "which does not read replay.override.json: remove it"
         )
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def _agent_argument(text: str) -> tuple[str, ...]:
+    try:
+        return ForeignAgent.from_command_line(text).command
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--agent ")) from None
+
+
+def _env_name_argument(text: str) -> str:
+    try:
+        return str(_validated(EnvName, text, repr(text)))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: not an environment variable name") from None
+
+
+def add_agent_arguments(command: argparse.ArgumentParser) -> None:
+    """``--agent CMD`` and ``--agent-base-url-env NAME`` on a running subcommand."""
+    command.add_argument(
+        "--agent",
+        type=_agent_argument,
+        default=None,
+        metavar="CMD",
+        help="run this ACP agent (a shell-quoted command line) instead of ours, its model "
+        "calls recorded and replayed through dsh-llm-proxy; overrides snapshot.yml's agent:",
+    )
+    command.add_argument(
+        "--agent-base-url-env",
+        type=_env_name_argument,
+        default=None,
+        metavar="NAME",
+        help=f"the variable through which --agent takes its model base URL "
+        f"(default {DEFAULT_BASE_URL_ENV})",
+    )
+
+
+def agent_from_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> ForeignAgent | None:
+    """The ``--agent`` of parsed arguments, or ``None``; a usage error (exit 2) when
+    ``--agent-base-url-env`` comes without ``--agent``."""
+    command = cast(tuple[str, ...] | None, getattr(args, "agent", None))
+    name = cast(str | None, getattr(args, "agent_base_url_env", None))
+    if command is None:
+        if name is not None:
+            parser.error("--agent-base-url-env needs --agent (it names the agent's variable)")
+        return None
+    return ForeignAgent(command, name or DEFAULT_BASE_URL_ENV)

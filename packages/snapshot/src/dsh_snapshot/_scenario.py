@@ -17,7 +17,15 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LoopProfile
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
@@ -121,19 +129,14 @@ class SnapshotMeta(BaseModel):
     agent_env: dict[EnvName, str] | None = None
     """Fixed variables ``agent`` needs (a placeholder key its SDK insists on)."""
 
-    @model_validator(mode="after")
-    def _agent_fields(self) -> SnapshotMeta:
-        if self.agent is None:
-            extra = [
-                name
-                for name in ("agent_base_url_env", "agent_env")
-                if getattr(self, name) is not None
-            ]
-            if extra:
-                raise ValueError(f"{extra[0]} is set but agent is not: it configures agent only")
-        elif self.agent_env:
-            check_agent_env(self.agent_base_url_env or DEFAULT_BASE_URL_ENV, self.agent_env)
-        return self
+    @field_validator("agent_base_url_env", "agent_env")
+    @classmethod
+    def _only_with_agent(cls, value: Any, info: ValidationInfo) -> Any:
+        if "agent" in info.data and info.data["agent"] is None:
+            raise ValueError(f"{info.field_name} is set but agent is not: it configures agent only")
+        if info.field_name == "agent_env":
+            check_agent_env(info.data.get("agent_base_url_env") or DEFAULT_BASE_URL_ENV, value)
+        return value
 
 
 class Step(BaseModel):

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
+from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
@@ -144,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
             help="start every agent as a fresh interpreter instead of forking it from a warm, "
             f"pre-imported one per worker (default: warm; {COLD_ENV}=1 makes cold the default)",
         )
+        if name != "proof":
+            add_agent_arguments(cmd)
         if name == "replay":
             cmd.add_argument(
                 "--composition",
@@ -255,6 +258,7 @@ def _record(console: Console, scenarios: Sequence[Scenario], args: argparse.Name
         mode="record-scripted" if scripted else "record",
         timeout=cast(float, args.timeout),
         api_key=api_key,
+        agent=cast(ForeignAgent | None, args.foreign_agent),
     )
     runs = record_all(
         console,
@@ -276,7 +280,9 @@ def _selected(scenarios: list[Scenario], names: list[str] | None) -> list[Scenar
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dsh-snapshot`` console script; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.foreign_agent = agent_from_arguments(parser, args)
     console = Console(width=max(Console().width, 160))
     command: str = args.command
     if command == "new":
@@ -330,7 +336,8 @@ def _run(
     compositions: list[Composition] = ["jsonl"]
     if command == "replay":
         compositions = cast(list[Composition], ns.composition)
-    options = RunOptions(mode=mode, timeout=timeout, cold=cold)
+    agent = cast(ForeignAgent | None, ns.foreign_agent)
+    options = RunOptions(mode=mode, timeout=timeout, cold=cold, agent=agent)
     results = run_many(scenarios, options, compositions, jobs)
     print_results(console, results, f"dsh-snapshot {command}", broken)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
