@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_core import Chunk
 from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_snapshot import RunOptions, ScenarioError, load_scenario, run_scenario
 from dsh_snapshot._foreign import ForeignAgent, foreign_agent
@@ -38,7 +39,7 @@ def _scenario(folder: Path, meta: str) -> Path:
     return folder
 
 
-def _answer(text: str) -> list[dict[str, object]]:
+def _answer(text: str) -> list[Chunk]:
     return [
         {"type": "block-start", "index": 0, "blockType": "text"},
         {"type": "text-delta", "index": 0, "text": text},
@@ -105,6 +106,7 @@ def test_agent_fields_are_read(tmp_path: Path) -> None:
         """)
     scenario = load_scenario(_scenario(tmp_path / "foreign" / "x", meta))
     agent = foreign_agent(scenario)
+    assert agent is not None
     assert agent == ForeignAgent(
         ("{python}", "{scenario}/agent.py", "--flag"), "MY_BASE_URL", {"MY_KEY": "dummy"}
     )

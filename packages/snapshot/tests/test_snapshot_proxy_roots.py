@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dsh_core import SessionLog
+from dsh_core import Chunk, SessionLog
 from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_llm_proxy import ProxyServer, StoreKind
 from dsh_snapshot import RunOptions, load_scenario, run_scenario, scan_folder
@@ -27,7 +27,7 @@ PLANTED = "sk-" + "f00dfacecafe" * 3  # shaped like a DeepSeek key; never a real
 STORES: tuple[StoreKind, ...] = ("jsonl", "sqlite")
 
 
-def _answer(text: str) -> list[dict[str, object]]:
+def _answer(text: str) -> list[Chunk]:
     half = len(text) // 2
     return [
         {"type": "block-start", "index": 0, "blockType": "text"},

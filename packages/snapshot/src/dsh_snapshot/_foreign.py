@@ -30,7 +30,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -206,7 +206,9 @@ def _tail(path: Path, limit: int = 1500) -> str:
 
 
 @contextlib.contextmanager
-def _proxy(args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float) -> Iterator[str]:
+def _proxy(
+    args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float
+) -> Generator[str, None, None]:
     """``dsh-llm-proxy ARGS`` until the block ends; yields its base URL (``…/v1``)."""
     with log.open("wb") as stderr:
         proc = subprocess.Popen(
@@ -299,7 +301,7 @@ def foreign_model(
     tmp: Path,
     api_key: str | None,
     timeout: float,
-) -> Iterator[ForeignModel]:
+) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
     ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
 
@@ -346,7 +348,7 @@ def _fetch_report(base_url: str, timeout: float, log: Path) -> object:
 
 
 @contextlib.contextmanager
-def _scripted_upstream(scenario: Scenario) -> Iterator[str]:
+def _scripted_upstream(scenario: Scenario) -> Generator[str, None, None]:
     from dsh_llm_deepseek.testing import (  # noqa: PLC0415 - record --scripted only
         ScriptedModelServer,
         load_script_file,
