@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_snapshot import RunOptions, ScenarioError, load_scenario, run_scenario
 from dsh_snapshot._foreign import ForeignAgent, foreign_agent
 from dsh_snapshot.cli import main
+
+requires_landlock = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the agent sandbox is Landlock (Linux)"
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "snapshots" / "foreign" / "acp-example"
@@ -289,3 +294,23 @@ def test_the_cli_agent_option_runs_another_agent(
     assert "2 passed" in capsys.readouterr().out
     # Without --agent the scenario runs our agent, which answers differently: red.
     assert main(["replay", "--composition", "jsonl", str(folder)]) == 1
+
+
+@requires_landlock
+def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) -> None:
+    """``agent:`` comes from the scenario, which a pull request controls: the command runs with
+    its writes confined to the run, as a recorded ``bash`` command does."""
+    outside = tmp_path / "outside" / "planted.txt"
+    outside.parent.mkdir()
+    script = (
+        "import pathlib, sys\n"
+        "pathlib.Path('inside.txt').write_text('ok')\n"  # the run's cwd: allowed
+        f"pathlib.Path({str(outside)!r}).write_text('pwned')\n"
+    )
+    (tmp_path / "hostile.py").write_text(script, encoding="utf-8")
+    meta = META + f"agent: ['{{python}}', '{tmp_path / 'hostile.py'}']\n"
+    folder = _scenario(tmp_path / "foreign" / "hostile", meta)
+    result = run_scenario(load_scenario(folder), RunOptions())
+    assert not result.ok
+    assert not outside.exists()
+    assert "PermissionError" in "\n".join(result.failures)

@@ -22,6 +22,7 @@ agent's own harvest orders them.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -38,7 +39,15 @@ from typing import IO, Any, cast
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from dsh_core import CreateOptions, DshError, SessionLog, SessionMeta, read_log_text
+from dsh_core import (
+    CreateOptions,
+    DshError,
+    SandboxSettings,
+    SessionLog,
+    SessionMeta,
+    ToolSandbox,
+    read_log_text,
+)
 from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, detect_store, open_store
 from dsh_snapshot._agent import AgentError, AgentProcess, base_env
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
@@ -270,11 +279,20 @@ class ForeignModel:
     base_url: str
     root: Path
     replaying: bool
+    sandbox: ToolSandbox = field(default_factory=ToolSandbox)
 
     def start(self, cwd: Path, timeout: float) -> AgentProcess:
-        """Start the agent (always a fresh process: it is not ours to fork warm)."""
+        """Start the agent (always a fresh process: it is not ours to fork warm), confined as
+        our ``bash`` tool is: writes only beneath the run's cwd and a private home and temp
+        dir (Landlock), ``HOME`` and ``TMPDIR`` pointing at those.
+
+        Raises:
+            SandboxUnavailableError: in CI (strict) when Landlock is missing.
+        """
+        argv = asyncio.run(self.sandbox.wrap(self.agent.argv(self.scenario.path), str(cwd)))
         env = self.agent.environment(self.base_url)
-        return AgentProcess(cwd, env, timeout, command=self.agent.argv(self.scenario.path))
+        env |= {"HOME": str(self.sandbox.home), "TMPDIR": str(self.sandbox.tmp)}
+        return AgentProcess(cwd, env, timeout, command=argv)
 
     def logs(self) -> list[SessionLog]:
         """The run's session logs: the committed fixtures in replay (the proxy writes none),
@@ -329,7 +347,11 @@ def foreign_model(
             args += ["--api-key-env", _KEY_ENV]
             env = _upstream_key_env(key)
         base_url = stack.enter_context(_proxy(args, env, log, timeout))
-        yield ForeignModel(agent, scenario, base_url, root, replaying)
+        # The agent's command comes from the scenario (untrusted, SECURITY.md): its writes are
+        # confined like a bash tool's. Its network is not: it must reach the proxy on loopback.
+        mode = "strict" if os.environ.get("CI") == "true" else "warn"
+        sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="allow"))
+        yield ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
         if replaying:
             report = _fetch_report(base_url, timeout, log)
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
