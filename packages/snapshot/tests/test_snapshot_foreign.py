@@ -314,3 +314,38 @@ def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) ->
     assert not result.ok
     assert not outside.exists()
     assert "PermissionError" in "\n".join(result.failures)
+
+
+def test_an_override_is_refused_for_a_foreign_agent(tmp_path: Path) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    (folder / "replay.override.json").write_text('{"patches": []}', encoding="utf-8")
+    result = run_scenario(load_scenario(folder), RunOptions())
+    assert not result.ok
+    assert "does not read replay.override.json: remove it" in result.failures[0]
+
+
+def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    scenario = load_scenario(folder)
+    # A live recording without a key: nothing starts.
+    keyless = run_scenario(scenario, RunOptions(mode="record", api_key=None))
+    assert keyless.failures == [
+        "AgentError: record needs DEEPSEEK_API_KEY (it goes to the proxy only)"
+    ]
+    # A proxy that dies before printing its address: its stderr is quoted.
+    monkeypatch.setattr(
+        "dsh_snapshot._foreign._proxy_command",
+        lambda: [sys.executable, "-c", "import sys; sys.exit('no port for you')"],
+    )
+    dead = run_scenario(scenario, RunOptions(mode="record-scripted"))
+    assert len(dead.failures) == 1
+    assert "dsh-llm-proxy did not print BASE_URL=" in dead.failures[0]
+    assert "no port for you" in dead.failures[0]
+    # A committed log that cannot be read: staging it names the file and line.
+    header = {"type": "session", "version": 0, "id": "x", "createdAt": 0}
+    (folder / "session.jsonl").write_text(json.dumps(header) + "\n{oops\n")
+    (folder / "stdout.expected.jsonl").write_text("")
+    broken = run_scenario(load_scenario(folder), RunOptions())
+    assert not broken.ok
+    assert "session.jsonl" in broken.failures[0]
+    assert "session.jsonl:2" in broken.failures[0]
