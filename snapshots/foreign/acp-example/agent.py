@@ -6,7 +6,7 @@
 # marked "dsh-py:". Nothing else of the original is changed.
 import asyncio
 import logging
-import os
+import os  # dsh-py: the model name
 from typing import Any
 
 from openai import AsyncOpenAI  # dsh-py: the model call
