@@ -13,8 +13,11 @@ def test_public_names() -> None:
         "REPORT_PATH",
         "SessionBook",
         "SessionConflictError",
+        "StoreKind",
+        "detect_store",
         "load_recording",
         "main",
+        "open_store",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",

@@ -35,7 +35,16 @@ from dsh_llm_replay import (
 from dsh_persistence_jsonl import JsonlSessionStore
 from dsh_persistence_sqlite import SqliteSessionStore
 
-__all__ = ["DEFAULT_UPSTREAM", "REPORT_PATH", "RecordEngine", "ReplayEngine", "build_app"]
+__all__ = [
+    "DEFAULT_UPSTREAM",
+    "REPORT_PATH",
+    "RecordEngine",
+    "ReplayEngine",
+    "StoreKind",
+    "build_app",
+    "detect_store",
+    "open_store",
+]
 
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
 REPORT_PATH = "/_dsh/report"

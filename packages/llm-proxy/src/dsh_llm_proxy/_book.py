@@ -10,7 +10,9 @@ The rules (the README states them for users):
    ``turn/end`` events) and then diverges is a fork child of that session: it is seeded with
    those events, ``seedLength`` is their number, ``parentSession`` the parent's id.
 4. Otherwise it is a new session; while another session waits on a tool call (its last answer
-   asked for tools and no request has continued it yet), the new one is that session's child.
+   asked for tools and no request has continued it yet), the new one is that session's child:
+   of the waiting session whose pending tool-call arguments hold one of the new conversation's
+   user messages (the delegation prompt), else of the one that most recently asked for tools.
 
 A session with a call in flight takes no other request (there is no order to put two in).
 """
@@ -18,6 +20,7 @@ A session with a call in flight takes no other request (there is no order to put
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -41,6 +44,9 @@ from dsh_llm_proxy._wire import response_key as _response_key
 __all__ = ["Call", "SessionBook", "SessionConflictError", "call_inputs"]
 
 _TURN_END_KINDS = {"stop": "completed", "max-tokens": "max-tokens"}
+# A tool-call argument shorter than this ("Paris", "ls") says nothing about which session
+# delegated a new conversation; a delegation prompt is longer.
+_MIN_DELEGATION_TEXT = 12
 
 
 class SessionConflictError(DshError):
@@ -78,6 +84,7 @@ class _Tracked:
     step_open: bool = False
     busy: bool = False
     waiting: int | None = None  # order stamp of its last tool-call answer, while unanswered
+    delegations: tuple[str, ...] = ()  # string arguments of those pending tool calls
     request_header: str | None = None
 
     @property
@@ -185,7 +192,8 @@ class SessionBook:
             if isinstance(m, Mapping)
         ]
         keys = [message_key(m) for m in messages]
-        tracked, new_from = self._infer(keys, explicit_id)
+        opening = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        tracked, new_from = self._infer(keys, explicit_id, opening)
         tracked.busy = True
         header = {
             "config": {"provider": "openai-compatible", "model": body.get("model")},
@@ -198,7 +206,9 @@ class SessionBook:
         }
         return Call(tracked, messages, keys, new_from, now_ms(), header)
 
-    def _infer(self, keys: list[str], explicit_id: str | None) -> tuple[_Tracked, int]:
+    def _infer(
+        self, keys: list[str], explicit_id: str | None, opening: Sequence[str] = ()
+    ) -> tuple[_Tracked, int]:
         if explicit_id is not None:
             found = next((t for t in self._sessions if t.id == explicit_id), None)
             if found is not None:
@@ -233,7 +243,11 @@ class SessionBook:
             parent, boundary = fork
             return self._fork(parent, boundary, explicit_id), boundary.keys
         waiting = [t for t in self._sessions if t.waiting is not None]
-        parent = max(waiting, key=lambda t: t.waiting or 0) if waiting else None
+        # Several may wait at once (parallel sub-agents, one of them running a tool): the one
+        # whose tool call carried this conversation's prompt delegated it.
+        named = [t for t in waiting if any(d in u for d in t.delegations for u in opening)]
+        candidates = named or waiting
+        parent = max(candidates, key=lambda t: t.waiting or 0) if candidates else None
         meta = SessionMeta(created_at=new_created_at())
         if parent is not None:
             meta.parent_session = parent.id
@@ -379,13 +393,40 @@ class SessionBook:
         kind = finish_kind(only_chunks)
         if kind == "tool-calls":
             t.waiting = next(self._stamp)
+            t.delegations = _argument_texts(blocks)
             return
-        t.waiting = None
+        t.waiting, t.delegations = None, ()
         close_step(end)
         reason = {"kind": _TURN_END_KINDS.get(kind, "error")}
         add("turn/end", {"turn": t.turn, "reason": reason}, end)
         t.turn_open = False
         t.boundaries.append(_Boundary(len(t.keys), len(s.events), t.turn))
+
+
+def _argument_texts(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Every string of at least ``_MIN_DELEGATION_TEXT`` characters in the tool calls'
+    arguments (parsed as JSON; an unparsable argument string counts whole)."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if len(value.strip()) >= _MIN_DELEGATION_TEXT:
+                found.append(value.strip())
+        elif isinstance(value, Mapping):
+            for item in cast(Mapping[str, Any], value).values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in cast(list[Any], value):
+                walk(item)
+
+    for block in blocks:
+        if block["type"] == "tool-call":
+            raw = str(block.get("arguments") or "")
+            try:
+                walk(json.loads(raw))
+            except ValueError:
+                walk(raw)
+    return tuple(found)
 
 
 def _renumber(events: Sequence[Event]) -> list[Event]:

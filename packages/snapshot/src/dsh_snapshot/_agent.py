@@ -12,7 +12,7 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class AgentProcess:
         timeout: seconds any single wait (a frame, the exit) may take.
         start_timeout: seconds the first frame may take.
         fork_server: fork the agent from this warm server instead of starting an interpreter.
+        command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
     """
 
     def __init__(
@@ -68,12 +69,13 @@ class AgentProcess:
         timeout: float,
         start_timeout: float = 120.0,
         fork_server: AgentForkServer | None = None,
+        command: Sequence[str] | None = None,
     ) -> None:
         self.cwd = cwd
         self.acp = testing.AgentProcess(
             env,
             cwd,
-            agent_command(),
+            agent_command() if command is None else command,
             timeout=timeout,
             start_timeout=start_timeout,
             fork_server=fork_server,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
 
 from dsh_snapshot._discover import BrokenScenario, discover_each
+from dsh_snapshot._foreign import PROXY_STORES, foreign_agent
 from dsh_snapshot._runner import ScenarioResult, run_scenario
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._settings import SnapshotSettings
@@ -113,6 +114,16 @@ def _attempts(
     return retrying(attempt)
 
 
+def _backends(scenario: Scenario, settings: SnapshotSettings) -> list[str]:
+    """The store backends ``scenario`` runs on: those asked for (or its ``snapshot.yml``'s);
+    a foreign agent's only those ``dsh-llm-proxy`` keeps recordings in, unless that leaves
+    none (then each run fails, saying why)."""
+    backends = scenario.persistences(settings.run_persistences)
+    if foreign_agent(scenario, settings.agent) is None:
+        return backends
+    return [b for b in backends if b in PROXY_STORES] or backends
+
+
 def run(
     settings: SnapshotSettings,
     scenarios: Sequence[Scenario] | None = None,
@@ -144,7 +155,7 @@ def run(
     pairs: list[tuple[Scenario, str]] = [
         (scenario, persistence)
         for scenario in scenarios
-        for persistence in scenario.persistences(settings.run_persistences)
+        for persistence in _backends(scenario, settings)
     ]
     jobs = min(settings.jobs, max(len(pairs), 1))
     with contextlib.ExitStack() as stack:

@@ -28,6 +28,12 @@ from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowanc
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._expect import check_expectations
+from dsh_snapshot._foreign import (
+    ForeignModel,
+    foreign_agent,
+    foreign_model,
+    normalised_ids,
+)
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
@@ -350,8 +356,24 @@ def _run(
             "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
         }
         replay = replay_settings(scenario, tmp, settings) if replaying else None
+        foreign = foreign_agent(scenario, settings.agent)
+        model: ForeignModel | None = None
         with contextlib.ExitStack() as stack:
-            if replay is not None:
+            if foreign is not None:
+                # Its model calls go through dsh-llm-proxy, which writes the replay report.
+                model = stack.enter_context(
+                    foreign_model(
+                        foreign,
+                        scenario,
+                        replaying=replaying,
+                        scripted=settings.mode == "record-scripted",
+                        store=result.persistence,
+                        tmp=tmp,
+                        api_key=settings.key,
+                        timeout=settings.timeout,
+                    )
+                )
+            elif replay is not None:
                 env |= replay_env(replay)
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
@@ -374,9 +396,14 @@ def _run(
                 # Every setting of the provider (model, thinking, base URL…) reaches the agent.
                 env |= live_env(provider, settings.key)
             env |= dict(settings.agent_env)
-            server = stack.enter_context(agents.lease()) if agents is not None else None
-            # A scenario must not depend on what the caller exported; a replay never sees a key.
-            agent = AgentProcess(cwd, agent_environment(env), settings.timeout, fork_server=server)
+            if model is not None:
+                agent = model.start(cwd, settings.timeout)
+            else:
+                server = stack.enter_context(agents.lease()) if agents is not None else None
+                # A scenario must not depend on what the caller exported; a replay never sees
+                # a key.
+                agent_env = agent_environment(env)
+                agent = AgentProcess(cwd, agent_env, settings.timeout, fork_server=server)
             try:
                 for step in scenario.steps:
                     agent.run_step(step)
@@ -385,10 +412,13 @@ def _run(
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
         # Each harvested log is parsed once: ordering, names and normalising share it.
-        parsed = harvest_logs(root, result.persistence)
+        if model is not None:
+            parsed, agent_ids = model.logs(), normalised_ids(agent.session_ids)
+        else:
+            parsed, agent_ids = harvest_logs(root, result.persistence), agent.session_ids
         result.sessions = len(parsed)
         logs, frames = normalized_outputs(
-            scenario, parsed, agent.frames, cwds=[str(cwd)], session_ids=agent.session_ids
+            scenario, parsed, agent.frames, cwds=[str(cwd)], session_ids=agent_ids
         )
         result.logs, result.frames = logs, frames
         result.usage = recording_usage(logs)

@@ -17,10 +17,20 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LogFormatError, LoopProfile, read_log
 from dsh_llm_replay import ReplayError, load_override
+from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
@@ -118,6 +128,22 @@ class SnapshotMeta(BaseModel):
     expect: list[PromptExpectation] | None = None
     provenance: Provenance | None = None
     secrets_allowlist: tuple[AllowEntry, ...] = ()
+    agent: AgentArgv | None = None
+    """Run this ACP agent (argv; ``{python}``, ``{scenario}`` expanded) instead of ours, its
+    model calls recorded and replayed through ``dsh-llm-proxy``."""
+    agent_base_url_env: EnvName | None = None
+    """The variable through which ``agent`` takes its model base URL (``OPENAI_BASE_URL``)."""
+    agent_env: dict[EnvName, str] | None = None
+    """Fixed variables ``agent`` needs (a placeholder key its SDK insists on)."""
+
+    @field_validator("agent_base_url_env", "agent_env")
+    @classmethod
+    def _only_with_agent(cls, value: Any, info: ValidationInfo) -> Any:
+        if "agent" in info.data and info.data["agent"] is None:
+            raise ValueError(f"{info.field_name} is set but agent is not: it configures agent only")
+        if info.field_name == "agent_env":
+            check_agent_env(info.data.get("agent_base_url_env") or DEFAULT_BASE_URL_ENV, value)
+        return value
 
 
 class Step(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from dsh_core import LoopProfile
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_snapshot._compat import Allowances
+from dsh_snapshot._foreign import ForeignAgent
 
 __all__ = ["Check", "Mode", "SnapshotSettings"]
 
@@ -57,6 +58,9 @@ class SnapshotSettings(BaseModel):
         agent_env: extra ``DSH_*`` / provider settings for the agent, e.g. another
             ``DSH_SYSTEM_PROMPT_FILE`` or ``DEEPSEEK_MODEL`` (the caller's own environment
             never reaches it).
+        agent: run this ACP agent instead of ours, its model calls through ``dsh-llm-proxy``
+            (``--agent``); ``None`` means each scenario's ``agent:``, if any
+            (:mod:`dsh_snapshot._foreign`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -76,6 +80,7 @@ class SnapshotSettings(BaseModel):
     child_jitter_ms: int = Field(default=0, ge=0)
     retries: int = Field(default=0, ge=0)
     agent_env: tuple[tuple[str, str], ...] = ()
+    agent: ForeignAgent | None = None
 
     @property
     def replaying(self) -> bool:

@@ -27,6 +27,7 @@ from dsh_core.plugins import PluginError, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import Selection, run, select
+from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._review import REVIEW_COMMANDS, review_command
@@ -150,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
             help="start every agent as a fresh interpreter instead of forking it from a warm, "
             f"pre-imported one per worker (default: warm; {COLD_ENV}=1 makes cold the default)",
         )
+        if name != "proof":
+            add_agent_arguments(cmd)
         if name == "replay":
             cmd.add_argument(
                 "--persistence",
@@ -287,6 +290,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
             "jobs": cast(int, args.jobs),
             "timeout": cast(float, args.timeout),
             "cold": cast(bool, args.cold),
+            "agent": cast(ForeignAgent | None, getattr(args, "foreign_agent", None)),
         }
     if command == "replay":
         fields["persistences"] = tuple(_chosen_persistences(args))
@@ -301,7 +305,9 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dsh-snapshot`` console script; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.foreign_agent = agent_from_arguments(parser, args)
     console = Console(width=max(Console().width, 160))
     command: str = args.command
     if command == "new":

@@ -1,0 +1,469 @@
+"""Any ACP agent in the snapshot tier: its model calls go through a ``dsh-llm-proxy``.
+
+A scenario whose ``snapshot.yml`` names an ``agent:`` (or a run given ``--agent CMD``) runs that
+agent instead of ours. The gate starts ``dsh-llm-proxy`` as a subprocess and points the agent's
+model base URL (the variable ``agent_base_url_env`` names) at it:
+
+- ``replay`` / ``refresh``: the committed ``session.jsonl`` / ``session.N.jsonl`` are staged
+  into a fresh proxy root and the proxy replays them keylessly; at the end its consumption
+  report is the run's replay report (``assert_consumed``, request mismatches). The proxy writes
+  nothing in replay, so the logs of the run are the committed ones: only the stdout frames are
+  compared, and the logs are checked by being consumed exactly.
+- ``record-scripted``: the proxy records against the scripted model server (in this process,
+  ``model.script.json``) with a placeholder key.
+- ``record``: the proxy records against the live API with the key in *its* environment only;
+  the agent gets a base URL and never a key.
+
+The recorded proxy root is read back through core's log reader (``<id>.jsonl`` files, or
+``sessions.db`` exported to JSONL) and becomes the scenario's session fixtures, ordered as the
+agent's own harvest orders them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast, get_args
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from dsh_acp_agent.testing import agent_environment
+from dsh_core import (
+    CreateOptions,
+    DshError,
+    SandboxSettings,
+    SessionLog,
+    SessionMeta,
+    ToolSandbox,
+    creation_order,
+    read_log_text,
+)
+from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, detect_store, open_store
+from dsh_snapshot._agent import AgentError, AgentProcess
+from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
+from dsh_snapshot._scenario import Scenario
+
+__all__ = [
+    "ForeignAgent",
+    "add_agent_arguments",
+    "agent_from_arguments",
+    "ForeignModel",
+    "foreign_agent",
+    "check_not_recorded_with_override",
+    "foreign_model",
+    "normalised_ids",
+    "recording_logs",
+    "stage_recording",
+]
+
+_KEY_ENV = "DSH_PROXY_UPSTREAM_KEY"
+# What the agent must not inherit from the caller: a key it could send past the proxy, or a
+# proxy setting that would route its loopback calls elsewhere.
+_WITHHELD = re.compile(r"(?i)(_API_KEY|^HTTPS?_PROXY|^ALL_PROXY)$")
+# An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
+# string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
+_MIN_NORMALISED_ID = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignAgent:
+    """Another ACP agent to run instead of ours.
+
+    Attributes:
+        command: argv; ``{python}`` and ``{scenario}`` are expanded at run time.
+        base_url_env: the variable through which it takes its model base URL.
+        env: fixed variables it needs (e.g. a placeholder key its SDK insists on).
+    """
+
+    command: tuple[str, ...]
+    base_url_env: str = DEFAULT_BASE_URL_ENV
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+
+    @classmethod
+    def from_command_line(
+        cls, command: str, base_url_env: str = DEFAULT_BASE_URL_ENV
+    ) -> ForeignAgent:
+        """``--agent CMD`` (a shell-quoted command line) and ``--agent-base-url-env NAME``.
+
+        Raises:
+            ValueError: the command is empty or unparsable, or the name is not a variable name.
+        """
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"--agent {command!r}: {exc}") from None
+        checked: list[str] = _validated(AgentArgv, argv, f"--agent {command!r}")
+        name: str = _validated(EnvName, base_url_env, f"--agent-base-url-env {base_url_env!r}")
+        return cls(tuple(checked), name)
+
+    def argv(self, scenario: Path) -> list[str]:
+        """The command with ``{python}`` and ``{scenario}`` expanded."""
+        return [
+            arg.replace("{python}", sys.executable).replace("{scenario}", str(scenario))
+            for arg in self.command
+        ]
+
+    def environment(self, base_url: str) -> dict[str, str]:
+        """The agent's whole environment: the caller's minus every ``DSH_*``, ``DEEPSEEK_*``,
+        ``*_API_KEY`` and proxy variable, plus ``env`` and the base URL."""
+        env = {k: v for k, v in agent_environment({}).items() if not _WITHHELD.search(k)}
+        env.pop(self.base_url_env, None)
+        return env | dict(self.env) | {self.base_url_env: base_url}
+
+
+def _validated(kind: Any, value: object, where: str) -> Any:
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {exc.errors()[0]['msg']}") from None
+
+
+def foreign_agent(scenario: Scenario, override: ForeignAgent | None = None) -> ForeignAgent | None:
+    """The foreign agent a run uses: ``override`` (``--agent``), else ``snapshot.yml``'s."""
+    if override is not None:
+        return override
+    meta = scenario.meta
+    if meta is None or meta.agent is None:
+        return None
+    return ForeignAgent(
+        tuple(meta.agent), meta.agent_base_url_env or DEFAULT_BASE_URL_ENV, meta.agent_env or {}
+    )
+
+
+# --- proxy roots ----------------------------------------------------------------------------
+
+
+def recording_logs(root: Path) -> list[SessionLog]:
+    """Every session of a proxy recording root, read through core's log reader, in harvest
+    order (primary first, then children by ``createdAt``).
+
+    A JSONL root holds ``<id>.jsonl`` per session; a SQLite root ``sessions.db``, exported to
+    the same JSONL text first.
+
+    Raises:
+        DshError: a log cannot be read (naming the file and line).
+    """
+    kind = detect_store(root)
+    texts: list[tuple[str, str]] = []
+    if kind == "jsonl":
+        texts = [(str(p), p.read_text(encoding="utf-8")) for p in sorted(root.glob("*.jsonl"))]
+    else:
+        from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415 - sqlite only
+
+        store = open_store(root, kind)
+        try:
+            assert isinstance(store, SqliteSessionStore)
+            texts = [(f"{root}#{h.id}", store.export_jsonl(h.id)) for h in store.list_sessions()]
+        finally:
+            store.close()
+    return creation_order([read_log_text(text, source) for source, text in texts])
+
+
+def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) -> None:
+    """Write a scenario's session fixtures into an empty proxy root the proxy can replay.
+
+    Committed fixtures are normalised (every id ``{{sessionId}}``, ``createdAt`` 0), so each
+    gets a fresh id and its fixture index as ``createdAt``: the proxy binds sessions in that
+    order, which is the order they were recorded in. A child's ``parentSession`` becomes the
+    primary (replay through the proxy binds by first call, never by parent).
+
+    Raises:
+        DshError: a fixture cannot be read.
+    """
+    store = open_store(root, kind)
+    try:
+        for index, path in enumerate(session_files):
+            log = read_log_text(path.read_text(encoding="utf-8"), str(path))
+            header = log.header
+            meta = SessionMeta(
+                created_at=index,
+                parent_session="s0000" if header.parent_session and index else None,
+                seed_length=header.seed_length,
+                origin=header.origin,
+                delegation_depth=header.delegation_depth,
+            )
+            store.create(CreateOptions(f"s{index:04d}", log.events, meta)).close()
+    finally:
+        store.close()
+
+
+# --- the proxy process ---------------------------------------------------------------------
+
+
+def _proxy_command() -> list[str]:
+    script = Path(sys.executable).with_name("dsh-llm-proxy")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys, dsh_llm_proxy; sys.exit(dsh_llm_proxy.main())"]
+
+
+def _tail(path: Path, limit: int = 1500) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8", errors="replace")[-limit:]
+    return ""
+
+
+@contextlib.contextmanager
+def _proxy(
+    args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float
+) -> Generator[str, None, None]:
+    """``dsh-llm-proxy ARGS`` until the block ends; yields its base URL (``…/v1``)."""
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [*_proxy_command(), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=dict(env),
+        )
+        try:
+            base_url = _read_base_url(proc.stdout, proc, timeout)
+            if base_url is None:
+                raise AgentError(f"dsh-llm-proxy did not print BASE_URL=…; stderr: {_tail(log)}")
+            yield base_url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _read_base_url(
+    stdout: IO[bytes] | None, proc: subprocess.Popen[bytes], timeout: float
+) -> str | None:
+    assert stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        line = stdout.readline().decode("utf-8", "replace")
+        if line.startswith("BASE_URL="):
+            return line.strip().split("=", 1)[1]
+        if not line:
+            break
+    return None
+
+
+def _upstream_key_env(key: str) -> dict[str, str]:
+    env = agent_environment({})
+    return {k: v for k, v in env.items() if not _WITHHELD.search(k)} | {_KEY_ENV: key}
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignModel:
+    """The model side of a foreign agent's run, as the runner uses it.
+
+    Attributes:
+        agent: the foreign agent.
+        scenario: the scenario being run.
+        base_url: the proxy's base URL (what the agent's base-URL variable holds).
+        root: the proxy's recording root (staged fixtures in replay, the recording otherwise).
+        replaying: whether the proxy replays.
+    """
+
+    agent: ForeignAgent
+    scenario: Scenario
+    base_url: str
+    root: Path
+    replaying: bool
+    sandbox: ToolSandbox = field(default_factory=ToolSandbox)
+
+    def start(self, cwd: Path, timeout: float) -> AgentProcess:
+        """Start the agent (always a fresh process: it is not ours to fork warm), confined as
+        our ``bash`` tool is: writes only beneath the run's cwd and a private home and temp
+        dir (Landlock), ``HOME`` and ``TMPDIR`` pointing at those.
+
+        Raises:
+            SandboxUnavailableError: in CI (strict) when Landlock is missing.
+        """
+        argv = asyncio.run(self.sandbox.wrap(self.agent.argv(self.scenario.path), str(cwd)))
+        env = self.agent.environment(self.base_url)
+        env |= {"HOME": str(self.sandbox.home), "TMPDIR": str(self.sandbox.tmp)}
+        return AgentProcess(cwd, env, timeout, command=argv)
+
+    def logs(self) -> list[SessionLog]:
+        """The run's session logs: the committed fixtures in replay (the proxy writes none),
+        the proxy's recording otherwise."""
+        if self.replaying:
+            files = self.scenario.session_files
+            return [read_log_text(p.read_text(encoding="utf-8"), str(p)) for p in files]
+        return recording_logs(self.root)
+
+
+def normalised_ids(session_ids: Sequence[str]) -> list[str]:
+    """The agent session ids to replace with ``{{sessionId}}`` (see ``_MIN_NORMALISED_ID``)."""
+    return [s for s in session_ids if len(s) >= _MIN_NORMALISED_ID]
+
+
+PROXY_STORES: tuple[str, ...] = get_args(StoreKind)
+"""The store backends ``dsh-llm-proxy`` keeps recordings in."""
+
+
+def proxy_store(persistence: str) -> StoreKind:
+    """The proxy's store for a run's store backend.
+
+    Raises:
+        AgentError: ``dsh-llm-proxy`` keeps its recordings in JSONL or SQLite only.
+    """
+    if persistence not in PROXY_STORES:
+        raise AgentError(
+            f"store backend {persistence!r}: dsh-llm-proxy keeps recordings in "
+            f"{' or '.join(PROXY_STORES)} only, so a foreign agent runs on those"
+        )
+    return cast(StoreKind, persistence)
+
+
+@contextlib.contextmanager
+def foreign_model(
+    agent: ForeignAgent,
+    scenario: Scenario,
+    *,
+    replaying: bool,
+    scripted: bool,
+    store: str,
+    tmp: Path,
+    api_key: str | None,
+    timeout: float,
+) -> Generator[ForeignModel, None, None]:
+    """Start the proxy for a foreign agent's run; in replay, write its consumption report to
+    ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
+
+    Raises:
+        AgentError: no key for a live recording; no ``model.script.json`` for a scripted one;
+            a store backend the proxy does not keep recordings in; the proxy did not start.
+    """
+    check_not_recorded_with_override(scenario)
+    kind = proxy_store(store)
+    root = tmp / "proxy-root"
+    root.mkdir()
+    log = tmp / "proxy.stderr"
+    with contextlib.ExitStack() as stack:
+        if replaying:
+            stage_recording(scenario.session_files, root, kind)
+            args, env = ["replay", "--root", str(root)], _upstream_key_env("")
+            env.pop(_KEY_ENV)
+        else:
+            upstream = os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_UPSTREAM
+            key = api_key
+            if scripted:
+                upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
+            if not key:
+                raise AgentError("record needs DEEPSEEK_API_KEY (it goes to the proxy only)")
+            args = ["record", "--root", str(root), "--store", store, "--upstream", upstream]
+            args += ["--api-key-env", _KEY_ENV]
+            env = _upstream_key_env(key)
+        base_url = stack.enter_context(_proxy(args, env, log, timeout))
+        # The agent's command comes from the scenario (untrusted, SECURITY.md): its writes are
+        # confined like a bash tool's. Its network is not: it must reach the proxy on loopback.
+        mode = "strict" if os.environ.get("CI") == "true" else "warn"
+        sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="allow"))
+        yield ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
+        if replaying:
+            report = _fetch_report(base_url, timeout, log)
+            (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _fetch_report(base_url: str, timeout: float, log: Path) -> object:
+    url = base_url.removesuffix("/v1") + REPORT_PATH
+    try:
+        # trust_env=False: the caller's HTTP(S)_PROXY must not route a loopback call.
+        with httpx.Client(trust_env=False, timeout=timeout) as http:
+            return http.get(url).raise_for_status().json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise AgentError(
+            f"dsh-llm-proxy: no consumption report ({exc}); stderr: {_tail(log)}"
+        ) from None
+
+
+@contextlib.contextmanager
+def _scripted_upstream(scenario: Scenario) -> Generator[str, None, None]:
+    from dsh_llm_deepseek.testing import (  # noqa: PLC0415 - record --scripted only
+        ScriptedModelServer,
+        load_script_file,
+    )
+
+    if scenario.script_file is None:
+        raise AgentError(f"{scenario.path}: record --scripted needs model.script.json")
+    with ScriptedModelServer() as server:
+        for session in load_script_file(scenario.script_file):
+            server.add_session(session)
+        yield server.base_url
+
+
+def check_not_recorded_with_override(scenario: Scenario) -> None:
+    """A foreign agent's scenario replays its recording only: ``replay.override.json`` (which
+    scripts our agent's client) does not apply.
+
+    Raises:
+        DshError: the folder has one.
+    """
+    if scenario.override_file is not None:
+        raise DshError(
+            f"{scenario.override_file}: a scenario with agent: replays through dsh-llm-proxy, "
+            "which does not read replay.override.json: remove it"
+        )
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def _agent_argument(text: str) -> tuple[str, ...]:
+    try:
+        return ForeignAgent.from_command_line(text).command
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--agent ")) from None
+
+
+def _env_name_argument(text: str) -> str:
+    try:
+        return str(_validated(EnvName, text, repr(text)))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: not an environment variable name") from None
+
+
+def add_agent_arguments(command: argparse.ArgumentParser) -> None:
+    """``--agent CMD`` and ``--agent-base-url-env NAME`` on a running subcommand."""
+    command.add_argument(
+        "--agent",
+        type=_agent_argument,
+        default=None,
+        metavar="CMD",
+        help="run this ACP agent (a shell-quoted command line) instead of ours, its model "
+        "calls recorded and replayed through dsh-llm-proxy; overrides snapshot.yml's agent:",
+    )
+    command.add_argument(
+        "--agent-base-url-env",
+        type=_env_name_argument,
+        default=None,
+        metavar="NAME",
+        help=f"the variable through which --agent takes its model base URL "
+        f"(default {DEFAULT_BASE_URL_ENV})",
+    )
+
+
+def agent_from_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> ForeignAgent | None:
+    """The ``--agent`` of parsed arguments, or ``None``; a usage error (exit 2) when
+    ``--agent-base-url-env`` comes without ``--agent``."""
+    command = cast(tuple[str, ...] | None, getattr(args, "agent", None))
+    name = cast(str | None, getattr(args, "agent_base_url_env", None))
+    if command is None:
+        if name is not None:
+            parser.error("--agent-base-url-env needs --agent (it names the agent's variable)")
+        return None
+    return ForeignAgent(command, name or DEFAULT_BASE_URL_ENV)

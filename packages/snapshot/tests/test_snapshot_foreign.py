@@ -1,0 +1,356 @@
+"""Any ACP agent in the gate: ``agent:`` scenarios run through ``dsh-llm-proxy``.
+
+The agent is one we did not write: agent-client-protocol's example agent, extended with one
+``openai`` SDK call (``snapshots/foreign/acp-example/agent.py``). It is recorded through the gate
+against the scripted model server, then replayed with that server gone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from dsh_core import Chunk
+from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_scenario
+from dsh_snapshot._foreign import ForeignAgent, foreign_agent
+from dsh_snapshot.cli import main
+
+requires_landlock = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the agent sandbox is Landlock (Linux)"
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "snapshots" / "foreign" / "acp-example"
+FIXTURES = ("session.jsonl", "stdout.expected.jsonl")
+META = """\
+version: 1
+profile: foreign
+recording: scripted
+"""
+
+
+def _scenario(folder: Path, meta: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "snapshot.yml").write_text(meta, encoding="utf-8")
+    (folder / "input.json").write_text(
+        json.dumps({"steps": [{"op": "initialize"}, {"op": "newSession"}]}), encoding="utf-8"
+    )
+    return folder
+
+
+def _answer(text: str) -> list[Chunk]:
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": text},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+
+
+def _unrecorded_copy(tmp_path: Path) -> Path:
+    """The committed scenario without its recorded fixtures."""
+    if not (EXAMPLE / "input.json").is_file():
+        pytest.skip(f"{EXAMPLE} is not committed")
+    folder = Path(shutil.copytree(EXAMPLE, tmp_path / "foreign" / "acp-example"))
+    for name in FIXTURES:
+        (folder / name).unlink(missing_ok=True)
+    return folder
+
+
+# --- snapshot.yml -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "field", "message"),
+    [
+        ("agent: []\n", "agent", "at least 1 item"),
+        ("agent: python agent.py\n", "agent", "valid list"),
+        ("agent: ['']\n", "agent.0", "at least 1 character"),
+        ("agent: [3]\n", "agent.0", "valid string"),
+        ("agent: ['  ', x]\n", "agent", "first item (the program) must not be blank"),
+        ("agent: ['{py}', x]\n", "agent.0", "unknown placeholder {py}"),
+        ("agent: ['{python}', '{scenario}/{name}.py']\n", "agent.1", "unknown placeholder {name}"),
+        ("agent: [x]\nagent_base_url_env: 1BASE\n", "agent_base_url_env", "should match"),
+        ("agent: [x]\nagent_base_url_env: [A]\n", "agent_base_url_env", "valid string"),
+        ("agent_base_url_env: URL\n", "agent_base_url_env", "agent_base_url_env is set but agent"),
+        ("agent_env: {A: b}\n", "agent_env", "agent_env is set but agent is not"),
+        ("agent: [x]\nagent_env: {OPENAI_BASE_URL: u}\n", "agent_env", "sets OPENAI_BASE_URL"),
+        (
+            "agent: [x]\nagent_base_url_env: MY_URL\nagent_env: {MY_URL: u}\n",
+            "agent_env",
+            "agent_env sets MY_URL",
+        ),
+        ("agent: [x]\nagent_env: {'BAD-NAME': v}\n", "agent_env.BAD-NAME.[key]", "should match"),
+        ("agent: [x]\nagent_env: {A: 1}\n", "agent_env.A", "valid string"),
+        ("agent: [x]\nagent_env: [A]\n", "agent_env", "valid dictionary"),
+        ("agent: [x]\nagent_cmd: [y]\n", "agent_cmd", "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_agent_fields_name_the_file_and_field(
+    tmp_path: Path, lines: str, field: str, message: str
+) -> None:
+    folder = _scenario(tmp_path / "foreign" / "x", META + lines)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(folder)
+    assert info.value.path == folder / "snapshot.yml"
+    assert info.value.field == field
+    assert message in info.value.reason
+
+
+def test_agent_fields_are_read(tmp_path: Path) -> None:
+    meta = META + textwrap.dedent("""\
+        agent: ["{python}", "{scenario}/agent.py", --flag]
+        agent_base_url_env: MY_BASE_URL
+        agent_env: {MY_KEY: dummy}
+        """)
+    scenario = load_scenario(_scenario(tmp_path / "foreign" / "x", meta))
+    agent = foreign_agent(scenario)
+    assert agent is not None
+    assert agent == ForeignAgent(
+        ("{python}", "{scenario}/agent.py", "--flag"), "MY_BASE_URL", {"MY_KEY": "dummy"}
+    )
+    argv = agent.argv(scenario.path)
+    assert argv[1:] == [f"{scenario.path}/agent.py", "--flag"]
+    assert Path(argv[0]).name.startswith("python")
+    # The CLI's --agent wins over snapshot.yml; a scenario without agent: runs ours.
+    other = ForeignAgent(("other",))
+    assert foreign_agent(scenario, other) is other
+    plain = load_scenario(_scenario(tmp_path / "foreign" / "plain", META))
+    assert foreign_agent(plain) is None
+
+
+def test_default_base_url_variable(tmp_path: Path) -> None:
+    scenario = load_scenario(_scenario(tmp_path / "foreign" / "x", META + "agent: [x]\n"))
+    agent = foreign_agent(scenario)
+    assert agent is not None
+    assert agent.base_url_env == "OPENAI_BASE_URL"
+
+
+def test_the_agent_environment_withholds_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-live-key-of-the-recorder")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-callers-own-openai-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-another")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    monkeypatch.setenv("DSH_SESSIONS_ROOT", "/somewhere")
+    agent = ForeignAgent(("x",), "OPENAI_BASE_URL", {"OPENAI_API_KEY": "placeholder"})
+    env = agent.environment("http://127.0.0.1:1/v1")
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:1/v1"
+    assert env["OPENAI_API_KEY"] == "placeholder"  # only what snapshot.yml set
+    for name in ("DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY", "HTTPS_PROXY", "DSH_SESSIONS_ROOT"):
+        assert name not in env
+    assert "PATH" in env
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--agent", ""], "argument --agent: '': List should have at least 1 item"),
+        (["--agent", '"unclosed'], "No closing quotation"),
+        (["--agent", "{py} x"], "unknown placeholder {py}"),
+        (["--agent", "x", "--agent-base-url-env", "1X"], "not an environment variable name"),
+        (["--agent-base-url-env", "X"], "--agent-base-url-env needs --agent"),
+    ],
+)
+def test_bad_agent_arguments_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    folder = _scenario(tmp_path / "foreign" / "x", META)
+    with pytest.raises(SystemExit) as info:
+        main(["replay", *args, str(folder)])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+def test_a_foreign_agent_is_recorded_then_replayed_through_the_gate(tmp_path: Path) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    scenario = load_scenario(folder)
+    # Record: the scripted server lives only inside this run; the proxy records the calls.
+    recorded = run_scenario(scenario, SnapshotSettings(mode="record-scripted", timeout=60))
+    assert recorded.ok, recorded.failures
+    assert recorded.written == ["session.jsonl", "stdout.expected.jsonl"]
+    assert recorded.usage.calls == 1
+    log = [json.loads(line) for line in (folder / "session.jsonl").read_text().splitlines()]
+    assert log[0] == {"type": "session", "version": 0, "id": "{{session:0}}", "createdAt": 0}
+    texts = [e["data"]["chunk"].get("text") for e in log if e["type"] == "assistant/chunk"]
+    assert "".join(t for t in texts if t) == "PONG"
+    user = next(e for e in log if e["type"] == "user/message")
+    assert user["data"]["content"][0]["text"] == "Reply with exactly the word: PONG."
+    frames = [
+        json.loads(line) for line in (folder / "stdout.expected.jsonl").read_text().splitlines()
+    ]
+    chunks = [
+        f["params"]["update"]["content"]["text"]
+        for f in frames
+        if f.get("method") == "session/update"
+    ]
+    assert chunks == ["Client sent:", "Reply with exactly the word: PONG.", "PO", "NG"]
+    assert frames[0]["result"]["agentInfo"]["name"] == "example-agent"
+
+    # Replay, keyless, with no model server anywhere: both proxy stores, green.
+    scenario = load_scenario(folder)
+    for composition in ("jsonl", "sqlite"):
+        replayed = run_scenario(scenario, SnapshotSettings(timeout=60), composition)
+        assert replayed.ok, (composition, replayed.failures)
+        assert replayed.calls_replayed == 1
+    # Refresh rewrites nothing: the logs are the committed ones, the frames the same.
+    before = {n: (folder / n).read_bytes() for n in FIXTURES}
+    refreshed = run_scenario(scenario, SnapshotSettings(mode="refresh", timeout=60))
+    assert refreshed.ok, refreshed.failures
+    assert refreshed.written == []
+    assert {n: (folder / n).read_bytes() for n in FIXTURES} == before
+
+
+def test_replay_bites_on_a_changed_answer_and_a_changed_request(tmp_path: Path) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    assert run_scenario(load_scenario(folder), SnapshotSettings(mode="record-scripted")).ok
+    primary = folder / "session.jsonl"
+    recorded = primary.read_text(encoding="utf-8")
+
+    # The recording answers differently from what the committed stdout shows.
+    primary.write_text(recorded.replace('"text":"NG"', '"text":"NX"'), encoding="utf-8")
+    changed = run_scenario(load_scenario(folder), SnapshotSettings())
+    assert not changed.ok
+    assert any("stdout differs" in f and "NX" in f for f in changed.failures), changed.failures
+
+    # The agent now asks something else than it asked when recorded: the proxy refuses the
+    # call (HTTP 422 request-mismatch), the agent's prompt fails, and the failure says why.
+    primary.write_text(recorded, encoding="utf-8")
+    steps = json.loads((folder / "input.json").read_text(encoding="utf-8"))
+    steps["steps"][2]["text"] = "Reply with exactly the word: PING."
+    (folder / "input.json").write_text(json.dumps(steps), encoding="utf-8")
+    mismatched = run_scenario(load_scenario(folder), SnapshotSettings())
+    assert not mismatched.ok
+    joined = "\n".join(mismatched.failures)
+    assert "422" in joined
+    assert "differ from the recording" in joined
+    assert "PING" in joined
+
+
+def test_a_live_recording_keeps_the_key_in_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``record``: the upstream demands the key; only the proxy has it, and no byte written
+    holds it."""
+    folder = _unrecorded_copy(tmp_path)
+    key = "sk-" + "0123456789abcdef" * 2
+    with ScriptedModelServer(api_key=key) as upstream:
+        upstream.add_session([_answer("PONG")])
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", upstream.base_url)
+        result = run_scenario(
+            load_scenario(folder), SnapshotSettings(mode="record", api_key=SecretStr(key))
+        )
+        assert result.ok, result.failures
+        # The agent sent its placeholder; the upstream (401 to any other key) saw the proxy's.
+        calls = [r for r in upstream.requests if r.path.endswith("/chat/completions")]
+        assert [(r.status, r.authorized) for r in calls] == [(200, True)]
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    assert "recording: live" in (folder / "snapshot.yml").read_text(encoding="utf-8")
+
+
+def test_a_key_the_model_echoes_is_never_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's recorded logs go through the key scan before they are published."""
+    folder = _unrecorded_copy(tmp_path)
+    planted = "sk-" + "a1b2c3d4e5f6" * 3
+    with ScriptedModelServer() as upstream:  # the live API, answering with a key
+        upstream.add_session([_answer(f"PONG {planted}")])
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", upstream.base_url)
+        result = run_scenario(
+            load_scenario(folder), SnapshotSettings(mode="record", api_key=SecretStr("k" * 8))
+        )
+    assert not result.ok
+    failures = "\n".join(result.failures)
+    assert "NOT written" in failures
+    assert "session.jsonl" in failures
+    assert not any((folder / n).exists() for n in FIXTURES)
+    assert planted not in failures
+
+
+def test_the_cli_agent_option_runs_another_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--agent CMD`` on a scenario whose snapshot.yml names none."""
+    folder = _unrecorded_copy(tmp_path)
+    agent = folder / "agent.py"
+    outside = Path(shutil.move(agent, tmp_path / "example_agent.py"))
+    (folder / "snapshot.yml").write_text(META + "loop: current\n", encoding="utf-8")
+    # `env` sets the placeholder key the SDK insists on (snapshot.yml's agent_env otherwise).
+    command = f"env OPENAI_API_KEY=placeholder {{python}} {outside}"
+    assert main(["record", "--scripted", "--agent", command, str(folder)]) == 0
+    assert "1 passed" in capsys.readouterr().out
+    assert main(["replay", "--agent", command, str(folder)]) == 0
+    assert "2 passed" in capsys.readouterr().out
+    # Without --agent the scenario runs our agent, which answers differently: red.
+    assert main(["replay", "--composition", "jsonl", str(folder)]) == 1
+
+
+@requires_landlock
+def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) -> None:
+    """``agent:`` comes from the scenario, which a pull request controls: the command runs with
+    its writes confined to the run, as a recorded ``bash`` command does."""
+    outside = tmp_path / "outside" / "planted.txt"
+    outside.parent.mkdir()
+    script = (
+        "import pathlib, sys\n"
+        "pathlib.Path('inside.txt').write_text('ok')\n"  # the run's cwd: allowed
+        f"pathlib.Path({str(outside)!r}).write_text('pwned')\n"
+    )
+    (tmp_path / "hostile.py").write_text(script, encoding="utf-8")
+    meta = META + f"agent: ['{{python}}', '{tmp_path / 'hostile.py'}']\n"
+    folder = _scenario(tmp_path / "foreign" / "hostile", meta)
+    result = run_scenario(load_scenario(folder), SnapshotSettings())
+    assert not result.ok
+    assert not outside.exists()
+    assert "PermissionError" in "\n".join(result.failures)
+
+
+def test_an_override_is_refused_for_a_foreign_agent(tmp_path: Path) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    (folder / "replay.override.json").write_text('{"patches": []}', encoding="utf-8")
+    result = run_scenario(load_scenario(folder), SnapshotSettings())
+    assert not result.ok
+    assert "does not read replay.override.json: remove it" in result.failures[0]
+
+
+def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    scenario = load_scenario(folder)
+    # A live recording without a key: nothing starts.
+    keyless = run_scenario(scenario, SnapshotSettings(mode="record", api_key=None))
+    assert keyless.failures == [
+        "AgentError: record needs DEEPSEEK_API_KEY (it goes to the proxy only)"
+    ]
+    # A proxy that dies before printing its address: its stderr is quoted.
+    monkeypatch.setattr(
+        "dsh_snapshot._foreign._proxy_command",
+        lambda: [sys.executable, "-c", "import sys; sys.exit('no port for you')"],
+    )
+    dead = run_scenario(scenario, SnapshotSettings(mode="record-scripted"))
+    assert len(dead.failures) == 1
+    assert "dsh-llm-proxy did not print BASE_URL=" in dead.failures[0]
+    assert "no port for you" in dead.failures[0]
+    # A committed log that cannot be read: staging it names the file and line.
+    header = {"type": "session", "version": 0, "id": "x", "createdAt": 0}
+    (folder / "session.jsonl").write_text(json.dumps(header) + "\n{oops\n")
+    (folder / "stdout.expected.jsonl").write_text("")
+    broken = run_scenario(load_scenario(folder), SnapshotSettings())
+    assert not broken.ok
+    assert "session.jsonl" in broken.failures[0]
+    assert "session.jsonl:2" in broken.failures[0]
