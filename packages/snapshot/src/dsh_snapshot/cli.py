@@ -24,9 +24,11 @@ from rich.table import Table
 
 from dsh_snapshot._batch import print_broken, print_results, run_many, run_proof
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
+from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._runner import Composition, Mode, RunOptions
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import BrokenScenario, Scenario, ScenarioError, discover_each
+from dsh_snapshot._show import add_show_parser, run_show
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
@@ -145,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
             f"pre-imported one per worker (default: warm; {COLD_ENV}=1 makes cold the default)",
         )
         if name == "replay":
+            add_report_argument(cmd)
             cmd.add_argument(
                 "--composition",
                 type=_compositions,
@@ -174,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         help="exit 1 when a live recording is older than DAYS days",
     )
     add_new_parser(sub)
+    add_show_parser(sub)
     return parser
 
 
@@ -281,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))
+    if command == "show":
+        return run_show(cast(list[Path], args.paths), cast(Path | None, args.html))
     paths = cast(list[Path], args.paths)
     if command == "record" and cast(bool, args.scripted):
         mark_scripted(paths)  # record --scripted makes a folder ours
@@ -333,6 +339,7 @@ def _run(
     options = RunOptions(mode=mode, timeout=timeout, cold=cold)
     results = run_many(scenarios, options, compositions, jobs)
     print_results(console, results, f"dsh-snapshot {command}", broken)
+    write_report_if_asked(ns, results, broken, console)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
