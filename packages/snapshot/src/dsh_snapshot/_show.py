@@ -242,7 +242,7 @@ def run_show(paths: Sequence[Path], html: Path | None, out: TextIO | None = None
             try:
                 trees.append(load_tree(folder, kind))
             except DshError as exc:
-                print(f"dsh-snapshot show: {folder}: {exc}", file=sys.stderr)
+                print(f"dsh-snapshot show: {exc}", file=sys.stderr)
                 status = 2
     terminal = stream.isatty()
     console = Console(file=stream, highlight=False) if terminal else None
