@@ -100,7 +100,9 @@ def session_summary(node: SessionNode) -> str:
     origin = node.origin
     if origin is not None:
         where = f"{'forked' if node.kind == 'fork' else 'spawned'} in turn {origin.turn}"
-        if origin.call_id:
+        if not origin.call_id:  # a fork the proxy inferred: it diverged after that turn
+            where = f"forked after turn {origin.turn}"
+        else:
             where += f" by {origin.tool} {origin.call_id}"
             if origin.description:
                 where += f' "{safe_text(origin.description, 60)}"'
