@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -47,7 +47,7 @@ def _ask(base_url: str, messages: list[dict[str, Any]]) -> str:
     return str(reply.json()["choices"][0]["message"]["content"])
 
 
-def _record(root: Path, store: str) -> None:
+def _record(root: Path, store: Literal["jsonl", "sqlite"]) -> None:
     """Session A: turn 1, then turn 2; a third request shares turn 1 and diverges: a fork."""
     os.environ[KEY_ENV] = "not-a-real-key"
     one = {"role": "user", "content": "one"}
@@ -63,7 +63,7 @@ def _record(root: Path, store: str) -> None:
 
 
 @pytest.mark.parametrize("store", ["jsonl", "sqlite"])
-def test_show_draws_a_proxy_recording(tmp_path: Path, store: str) -> None:
+def test_show_draws_a_proxy_recording(tmp_path: Path, store: Literal["jsonl", "sqlite"]) -> None:
     root = tmp_path / "recording"
     _record(root, store)
     shown = subprocess.run(

@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
-sync_api = pytest.importorskip(
+pytest.importorskip(
     "playwright.sync_api", reason="Playwright is installed only by nox -s html_check"
 )
+
+# Imported after the skip above, so that a run without Playwright skips instead of erroring.
+from playwright.sync_api import Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "snapshots" / "sdk"
@@ -37,9 +40,9 @@ def _chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def page() -> Iterator[sync_api.Page]:
+def page() -> Iterator[Page]:
     """A page of a headless Chromium that may load file:// URLs only."""
-    with sync_api.sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         # --no-sandbox: CI runs as root, where Chromium's own sandbox refuses to start.
         browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
         try:
@@ -91,9 +94,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def test_the_report_shows_pass_fail_diff_and_tree(page: sync_api.Page, report: Path) -> None:
+def test_the_report_shows_pass_fail_diff_and_tree(page: Page, report: Path) -> None:
     page.goto(report.as_uri())
-    expect = sync_api.expect
     expect(page.locator("h1")).to_have_text("dsh-snapshot gate report")
     expect(page.locator(".summary")).to_contain_text("1 passed, 1 failed")
     expect(page.locator("table.results tr[data-result=fail]")).to_have_count(1)
@@ -138,7 +140,7 @@ def test_the_report_shows_pass_fail_diff_and_tree(page: sync_api.Page, report: P
     assert shot.startswith(b"\x89PNG")
 
 
-def test_hostile_text_stays_text(page: sync_api.Page, tmp_path: Path) -> None:
+def test_hostile_text_stays_text(page: Page, tmp_path: Path) -> None:
     """Markup and script in a recorded message show as text; nothing runs."""
     source = SNAPSHOTS / "text-turn"
     if not (source / "input.json").is_file():
@@ -162,6 +164,6 @@ def test_hostile_text_stays_text(page: sync_api.Page, tmp_path: Path) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     page.goto(target.as_uri())
-    sync_api.expect(page.locator(".msg.final")).to_contain_text(hostile)
+    expect(page.locator(".msg.final")).to_contain_text(hostile)
     assert page.evaluate("() => window.pwned === undefined")
     assert page.locator("img").count() == 0
