@@ -234,6 +234,8 @@ def _hostile_scenario(scenario_copy: Callable[[str], Path]) -> Path:
     for row in rows:
         if row["type"] == "assistant/message":
             row["data"]["content"] = [{"type": "text", "text": _HOSTILE}]
+        if row["type"] == "turn/end":
+            row["data"]["reason"]["kind"] = "\x1b[2Jcleared"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return folder
 
@@ -245,6 +247,7 @@ def test_hostile_text_is_escaped_for_a_terminal(scenario_copy: Callable[[str], P
     assert "\u202e" not in text
     assert "\\u001b[31mRED" in text
     assert "\\u202eevil" in text
+    assert "turn 1 \\u001b[2Jcleared" in text  # every field from the log, not only messages
     assert safe_text("a\nb\tc") == "a\\nb\\tc"
     assert safe_text("x" * 300).endswith("…")
     assert len(safe_text("x" * 300)) == 160

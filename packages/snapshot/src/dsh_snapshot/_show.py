@@ -98,15 +98,15 @@ def session_summary(node: SessionNode) -> str:
     """The facts of a session's own line, after its label."""
     parts = [node.kind]
     origin = node.origin
-    if origin is not None:
-        where = f"{'forked' if node.kind == 'fork' else 'spawned'} in turn {origin.turn}"
-        if not origin.call_id:  # a fork the proxy inferred: it diverged after that turn
-            where = f"forked after turn {origin.turn}"
-        else:
-            where += f" by {origin.tool} {origin.call_id}"
-            if origin.description:
-                where += f' "{safe_text(origin.description, 60)}"'
+    if origin is not None and origin.call_id:
+        verb = "forked" if node.kind == "fork" else "spawned"
+        where = f"{verb} in turn {origin.turn} by {safe_text(origin.tool, 40)} "
+        where += safe_text(origin.call_id, 60)
+        if origin.description:
+            where += f' "{safe_text(origin.description, 60)}"'
         parts = [where]
+    elif origin is not None:  # a fork the proxy inferred: it diverged after that turn
+        parts = [f"forked after turn {origin.turn}"]
     elif node.kind != "primary":
         parts.append("(no tool call found in the parent)")
     if node.kind == "fork" or node.seed_length:
@@ -124,7 +124,7 @@ def session_summary(node: SessionNode) -> str:
 
 def turn_summary(turn: TurnView) -> str:
     """``turn 2 completed · 1 model call (17 chunks) · tokens in 880, out 10``."""
-    parts = [f"turn {turn.number} {turn.end}", calls_summary(turn.calls)]
+    parts = [f"turn {turn.number} {safe_text(turn.end, 40)}", calls_summary(turn.calls)]
     usage = tokens(sum_usage(turn.calls))
     if usage:
         parts.append(usage)
@@ -145,7 +145,7 @@ def _turn_details(turn: TurnView) -> list[Line]:
         if call.is_error:
             text += " → error result"
         if call.child:
-            text += f" → {call.child}"
+            text += f" → {safe_text(call.child, None)}"
         lines.append(Line("", text, style or ("error" if call.is_error else "tool")))
     if turn.final_message:
         lines.append(Line("", f'final: "{safe_text(turn.final_message)}"', style))
@@ -164,7 +164,8 @@ def _boundary(node: SessionNode) -> Line:
 def _session_lines(node: SessionNode, lead: str, last: bool, top: bool) -> list[Line]:
     branch = "" if top else ("└─ " if last else "├─ ")
     inner = lead + ("" if top else ("   " if last else "│  "))
-    lines = [Line(lead + branch, f"{node.label}  {session_summary(node)}", "session")]
+    label = safe_text(node.label, None)
+    lines = [Line(lead + branch, f"{label}  {session_summary(node)}", "session")]
     items = node.items()
     for index, item in enumerate(items):
         final = index == len(items) - 1
@@ -186,7 +187,8 @@ def _session_lines(node: SessionNode, lead: str, last: bool, top: bool) -> list[
 def tree_lines(tree: SessionTree) -> list[Line]:
     """The whole tree as lines: the title, notes, then each root session and its descendants."""
     sessions = sum(1 for _ in tree.walk())
-    title = f"{tree.name}  ({tree.kind}, {sessions} session{'' if sessions == 1 else 's'})"
+    count = f"{sessions} session{'' if sessions == 1 else 's'}"
+    title = f"{safe_text(tree.name, None)}  ({tree.kind}, {count})"
     lines = [Line("", title, "title")]
     lines.extend(Line("", f"note: {safe_text(n, None)}", "note") for n in tree.notes)
     for root in tree.roots:
