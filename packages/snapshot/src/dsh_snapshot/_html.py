@@ -60,6 +60,7 @@ li.seed-boundary { color: var(--seed); border-top: 2px dashed var(--seed); margi
 .msg b { color: var(--muted); font-weight: 500; }
 .tool { color: #8250df; margin-left: 12px; } .tool.error { color: var(--fail); }
 details > summary { cursor: pointer; }
+.hint { color: var(--muted); }
 """
 
 

@@ -149,6 +149,11 @@ def _scenario_section(anchor: str, runs: Sequence[ScenarioResult]) -> str:
                 parts.append(_diff_html(fixture_diff(run, difference)))
             except (DshError, OSError, ValueError) as exc:
                 parts.append(f'<p class="note">no diff: {escape(str(exc))}</p>')
+    if not ok:
+        parts.append(
+            '<p class="hint">Read the actual outputs against the expected ones and accept or '
+            f"reject them: <code>dsh-snapshot review {escape(str(scenario.path))}</code></p>"
+        )
     opened = "" if ok else " open"
     parts.append(
         f"<details{opened}><summary>session tree</summary>{_tree_or_error(scenario)}</details>"
