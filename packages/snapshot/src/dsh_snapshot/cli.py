@@ -1,4 +1,4 @@
-"""dsh-snapshot: replay, refresh, record, list and prove scenario folders given by path.
+"""dsh-snapshot: replay, refresh, record, list, prove and show scenario folders given by path.
 
 Paths may be scenario folders (holding input.json), files inside one, or folders containing
 them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
