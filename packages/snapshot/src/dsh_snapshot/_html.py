@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from dsh_snapshot._show import calls_summary, session_summary, tokens, turn_summary
+from dsh_snapshot._show import (
+    calls_detail,
+    calls_summary,
+    session_summary,
+    tokens,
+    turn_summary,
+)
 from dsh_snapshot._tree import SessionNode, SessionTree, TurnView, sum_usage
 
 __all__ = ["page", "tree_html", "trees_page"]
@@ -61,6 +67,7 @@ li.seed-boundary { color: var(--seed); border-top: 2px dashed var(--seed); margi
 .tool { color: #8250df; margin-left: 12px; } .tool.error { color: var(--fail); }
 details > summary { cursor: pointer; }
 .hint { color: var(--muted); }
+.calls { color: var(--muted); font-size: 12px; margin-left: 12px; }
 """
 
 
@@ -87,6 +94,8 @@ def _turn_html(turn: TurnView) -> str:
     ]
     if turn.prompt:
         parts.append(_message("prompt", turn.prompt))
+    if turn.calls:
+        parts.append(f'<div class="calls">{escape(calls_detail(turn))}</div>')
     for call in turn.tool_calls:
         text = f"tool {call.name} {call.call_id}"
         if call.description:

@@ -30,7 +30,15 @@ from dsh_snapshot._tree import (
 )
 from dsh_snapshot._treeload import find_recordings, load_tree
 
-__all__ = ["Line", "add_show_parser", "render_lines", "run_show", "safe_text", "tree_lines"]
+__all__ = [
+    "Line",
+    "add_show_parser",
+    "calls_detail",
+    "render_lines",
+    "run_show",
+    "safe_text",
+    "tree_lines",
+]
 
 _CLIP = 160
 _STYLES = {
@@ -122,6 +130,12 @@ def session_summary(node: SessionNode) -> str:
     return " · ".join(parts)
 
 
+def calls_detail(turn: TurnView) -> str:
+    """``model calls: step 1 (23 chunks, tool-calls) · step 2 (43 chunks, stop)``."""
+    calls = [f"step {c.step} ({c.chunks} chunks, {safe_text(c.finish, 40)})" for c in turn.calls]
+    return "model calls: " + " · ".join(calls) if calls else ""
+
+
 def turn_summary(turn: TurnView) -> str:
     """``turn 2 completed · 1 model call (17 chunks) · tokens in 880, out 10``."""
     parts = [f"turn {turn.number} {safe_text(turn.end, 40)}", calls_summary(turn.calls)]
@@ -138,6 +152,8 @@ def _turn_details(turn: TurnView) -> list[Line]:
     lines: list[Line] = []
     if turn.prompt:
         lines.append(Line("", f'prompt: "{safe_text(turn.prompt)}"', style))
+    if turn.calls:
+        lines.append(Line("", calls_detail(turn), style))
     for call in turn.tool_calls:
         text = f"tool {safe_text(call.name, 40)} {safe_text(call.call_id, 60)}"
         if call.description:
