@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 
 import nox
 
@@ -63,7 +64,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """Type-check every package, the tools, the benchmarks and this file with pyright strict."""
-    sync(session, "test", "typecheck", "bench")
+    sync(session, "test", "typecheck", "bench", "browser")
     session.run("pyright", *session.posargs)
 
 
@@ -138,7 +139,9 @@ def snapshot(session: nox.Session) -> None:
         gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
         session.run("pytest", *gate, *session.posargs)
     else:
-        session.run("dsh-snapshot", "replay", "--jobs", "auto", *_snapshot_args(session.posargs))
+        report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]
+        args = _snapshot_args(session.posargs)
+        session.run("dsh-snapshot", "replay", "--jobs", "auto", *report, *args)
 
 
 @nox.session(python=PYTHON)
@@ -181,3 +184,21 @@ def compat(session: nox.Session) -> None:
     """Replay the upstream TypeScript recordings through our agent and print the table."""
     sync(session, "test")
     session.run("python", "tools/compat.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def html_check(session: nox.Session) -> None:
+    """Open the gate's HTML report in headless Chromium (the OS package) through Playwright."""
+    chromium = os.environ.get("DSH_CHROMIUM") or shutil.which("chromium")
+    if chromium is None:
+        # The OS package only: Playwright is pointed at it, never at a downloaded browser build.
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run(*sudo, "apt-get", "update", external=True, env=env)
+        session.run(*sudo, "apt-get", "install", "-y", "chromium", external=True, env=env)
+        chromium = shutil.which("chromium")
+    if chromium is None:
+        session.error("chromium is not on PATH after apt-get install chromium")
+    sync(session, "test", "browser")
+    env = {"DSH_CHROMIUM": chromium, "DSH_HTML_SCREENSHOT": str(ROOT / "build" / "html-report.png")}
+    session.run("pytest", "tests/browser", "-p", "no:cacheprovider", *session.posargs, env=env)

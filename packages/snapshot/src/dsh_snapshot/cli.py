@@ -1,4 +1,5 @@
-"""dsh-snapshot: replay, refresh, record, list, prove, review and accept scenario folders by path.
+"""dsh-snapshot: replay, refresh, record, list, prove, review, accept and show scenario folders
+given by path.
 
 Paths may be scenario folders (holding input.json), files inside one, or folders containing
 them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
@@ -30,10 +31,12 @@ from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
+from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, review_command
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
+from dsh_snapshot._show import add_show_parser, run_show
 from dsh_snapshot._warm import COLD_ENV, cold_by_default
 
 __all__ = ["main", "record_key"]
@@ -154,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         if name != "proof":
             add_agent_arguments(cmd)
         if name == "replay":
+            add_report_argument(cmd)
             cmd.add_argument(
                 "--persistence",
                 type=_persistences,
@@ -191,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, help_text in REVIEW_COMMANDS.items():
         add(name, help_text)
     add_new_parser(sub)
+    add_show_parser(sub)
     return parser
 
 
@@ -312,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))
+    if command == "show":
+        return run_show(cast(list[Path], args.paths), cast(Path | None, args.html))
     settings = _settings(args)
     if settings.mode == "record-scripted":
         mark_scripted(list(settings.paths))  # record --scripted makes a folder ours
@@ -335,20 +342,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command in REVIEW_COMMANDS:
         print_broken(console, broken)
         return _EXIT_USAGE if broken else review_command(command, scenarios)
-    status = _run(console, command, settings, selection)
+    status = _run(console, args, settings, selection)
     return _EXIT_USAGE if broken else status
 
 
-def _run(console: Console, command: str, settings: SnapshotSettings, selection: Selection) -> int:
+def _run(
+    console: Console, args: argparse.Namespace, settings: SnapshotSettings, selection: Selection
+) -> int:
     """Run the batch; malformed scenarios are failed rows of its report, never run."""
+    command = cast(str, args.command)
     if command == "proof":
         print_broken(console, selection.broken)
         return 0 if run_proof(console, selection.scenarios, settings) else _EXIT_FAILED
     if command == "record":
         print_broken(console, selection.broken)
         return _record(console, selection.scenarios, settings)
-    results = run(settings, selection.scenarios, keep_outputs=False)
+    # Only the HTML report shows a run's outputs (its diffs); otherwise keep just verdicts.
+    html = getattr(args, "html_report", None) is not None
+    results = run(settings, selection.scenarios, keep_outputs=html)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
+    write_report_if_asked(args, results, selection.broken, console)
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
