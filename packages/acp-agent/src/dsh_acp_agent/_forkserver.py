@@ -1,7 +1,7 @@
 """A warm agent: one pre-imported parent that forks a fresh agent process per run.
 
-Starting ``dsh-acp-agent`` costs an interpreter start and the imports of the ``acp`` schema,
-pydantic, httpx and the stores: hundreds of milliseconds of CPU per process, against a few
+Starting ``dsh-acp-agent`` costs an interpreter start and the imports of asyncio, pydantic,
+pydantic-settings, the model client and the store: hundreds of milliseconds of CPU per process, against a few
 milliseconds for the run itself. :class:`AgentForkServer` pays that once. It starts a server
 process (``python -m dsh_acp_agent._forkserver``) that imports the agent and then waits; each
 :meth:`AgentForkServer.spawn` hands it three pipe ends over a Unix socket (``SCM_RIGHTS``), and
