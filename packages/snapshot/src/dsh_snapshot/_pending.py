@@ -58,6 +58,8 @@ class Pending:
             is what ``refresh`` would write; ``False`` when the agent crashed or the replay
             was not consumed.
         inputs: file name → ``sha256:…`` of each input when the run happened (``""``: absent).
+        agent: the foreign agent's command the run used (``snapshot.yml``'s ``agent:`` or
+            ``--agent``), ``None`` for ours.
     """
 
     scenario: Scenario
@@ -67,6 +69,7 @@ class Pending:
     failures: tuple[str, ...]
     acceptable: bool
     inputs: dict[str, str]
+    agent: tuple[str, ...] | None = None
 
 
 def _render(rows: Sequence[Any]) -> str:
@@ -127,13 +130,15 @@ def keep_pending(
     frames: Sequence[Any],
     failures: Sequence[str],
     acceptable: bool,
+    agent: Sequence[str] | None = None,
 ) -> str | None:
     """After a replay: keep the outputs of a failed run of one of our scenarios, or clear
     them when it passed. Called by the runner; never raises for a scenario problem.
 
     ``acceptable``: the run itself went through before its outputs were compared (the agent
     exited cleanly, the replay was consumed), so accepting its outputs is what ``refresh``
-    would write.
+    would write. ``agent``: the foreign agent's command the run used, if any (accepting the
+    outputs of another agent than the scenario's own is refused).
 
     Returns:
         for a failed run, a note for its failures: where the outputs were kept, or why they
@@ -162,6 +167,7 @@ def keep_pending(
         "failures": list(failures),
         "inputs": _inputs(scenario),
         "files": sorted(files),
+        "agent": None if agent is None else list(agent),
     }
     try:
         shutil.rmtree(folder, ignore_errors=True)
@@ -187,6 +193,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
         manifest: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
         names: list[str] = [str(n) for n in manifest["files"]]
         files = {n: (folder / n).read_text(encoding="utf-8") for n in names}
+        agent = manifest.get("agent")
         return Pending(
             scenario,
             str(manifest["persistence"]),
@@ -195,6 +202,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
             tuple(str(f) for f in manifest["failures"]),
             bool(manifest["acceptable"]),
             {str(k): str(v) for k, v in dict(manifest["inputs"]).items()},
+            None if agent is None else tuple(str(a) for a in agent),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PendingError(
