@@ -25,7 +25,7 @@ import pytest
 from dsh_core import Chunk
 from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_snapshot import load_scenario, scan_folder
-from dsh_snapshot._pending import MANIFEST, load_pending
+from dsh_snapshot._pending import MANIFEST, keep_pending, load_pending
 from dsh_snapshot.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -129,6 +129,33 @@ def test_review_shows_the_foreign_diff_and_says_model_calls_change_by_recording(
     assert child.exitstatus == 0
     assert (example / STDOUT).read_bytes() == original
     assert _replay(example, "--persistence", "jsonl") == 0
+
+
+def test_pending_outputs_are_stale_once_the_agents_own_file_changed(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _break_answer_frame(example)
+    broken = (example / STDOUT).read_bytes()
+    assert _replay(example, "--persistence", "jsonl") == 1
+    with (example / "agent.py").open("a", encoding="utf-8") as agent:
+        agent.write("# edited after the failing replay\n")
+    capsys.readouterr()
+    assert main(["accept", str(example)]) == 1
+    assert "not accepted: agent.py changed since the failing replay (jsonl)" in _out(capsys)
+    assert (example / STDOUT).read_bytes() == broken
+
+
+def test_only_files_inside_the_scenario_count_as_the_agents_inputs(example: Path) -> None:
+    (example.parent / "outside.py").write_text("print()\n", encoding="utf-8")
+    meta = (example / "snapshot.yml").read_text("utf-8")
+    argv = '["{python}", "{scenario}/agent.py", "{scenario}/../outside.py", "{scenario}/"]'
+    meta = meta.replace('["{python}", "{scenario}/agent.py"]', argv)
+    (example / "snapshot.yml").write_text(meta, encoding="utf-8")
+    scenario = load_scenario(example)
+    assert keep_pending(scenario, "jsonl", [], [], ["a failure"], True) is not None
+    [pending] = load_pending(scenario)
+    assert "agent.py" in pending.inputs
+    assert not any("outside" in name or name in ("", ".") for name in pending.inputs)
 
 
 def _edit_recorded_answer(folder: Path, old: str, new: str) -> None:

@@ -38,6 +38,7 @@ __all__ = [
 
 MANIFEST = "pending.json"
 _FORMAT = 1
+_IN_SCENARIO = "{scenario}/"
 
 
 class PendingError(DshError):
@@ -93,11 +94,26 @@ def _digest(path: Path) -> str:
         return ""
 
 
+def _agent_files(scenario: Scenario) -> set[str]:
+    """The files inside the scenario folder its ``agent:`` command names; never one outside
+    it (the command is untrusted: ``{scenario}/../x`` is not read)."""
+    agent = scenario.meta.agent if scenario.meta is not None else None
+    folder = scenario.path.resolve()
+    names: set[str] = set()
+    for arg in agent or ():
+        path = (folder / arg.removeprefix(_IN_SCENARIO)).resolve()
+        if arg.startswith(_IN_SCENARIO) and path.is_file() and path.is_relative_to(folder):
+            names.add(path.relative_to(folder).as_posix())
+    return names
+
+
 def _inputs(scenario: Scenario) -> dict[str, str]:
     """Digests of what the run compared with (fixtures) or derived from (steps, override,
-    meta): a pending run is stale as soon as one of them changes."""
+    meta, the scenario's own files its ``agent:`` command names, e.g. ``{scenario}/agent.py``):
+    a pending run is stale as soon as one of them changes."""
     names = {p.name for p in scenario.path.glob("session*.jsonl")}
     names |= {scenario.stdout_file.name, INPUT_FILE, META_FILE, OVERRIDE_FILE}
+    names |= _agent_files(scenario)
     return {name: _digest(scenario.path / name) for name in sorted(names)}
 
 
