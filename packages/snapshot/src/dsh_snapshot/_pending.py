@@ -38,6 +38,7 @@ __all__ = [
 
 MANIFEST = "pending.json"
 _FORMAT = 1
+_IN_SCENARIO = "{scenario}/"
 
 
 class PendingError(DshError):
@@ -58,6 +59,8 @@ class Pending:
             is what ``refresh`` would write; ``False`` when the agent crashed or the replay
             was not consumed.
         inputs: file name → ``sha256:…`` of each input when the run happened (``""``: absent).
+        agent: the foreign agent's command the run used (``snapshot.yml``'s ``agent:`` or
+            ``--agent``), ``None`` for ours.
     """
 
     scenario: Scenario
@@ -67,6 +70,7 @@ class Pending:
     failures: tuple[str, ...]
     acceptable: bool
     inputs: dict[str, str]
+    agent: tuple[str, ...] | None = None
 
 
 def _render(rows: Sequence[Any]) -> str:
@@ -90,11 +94,26 @@ def _digest(path: Path) -> str:
         return ""
 
 
+def _agent_files(scenario: Scenario) -> set[str]:
+    """The files inside the scenario folder its ``agent:`` command names; never one outside
+    it (the command is untrusted: ``{scenario}/../x`` is not read)."""
+    agent = scenario.meta.agent if scenario.meta is not None else None
+    folder = scenario.path.resolve()
+    names: set[str] = set()
+    for arg in agent or ():
+        path = (folder / arg.removeprefix(_IN_SCENARIO)).resolve()
+        if arg.startswith(_IN_SCENARIO) and path.is_file() and path.is_relative_to(folder):
+            names.add(path.relative_to(folder).as_posix())
+    return names
+
+
 def _inputs(scenario: Scenario) -> dict[str, str]:
     """Digests of what the run compared with (fixtures) or derived from (steps, override,
-    meta): a pending run is stale as soon as one of them changes."""
+    meta, the scenario's own files its ``agent:`` command names, e.g. ``{scenario}/agent.py``):
+    a pending run is stale as soon as one of them changes."""
     names = {p.name for p in scenario.path.glob("session*.jsonl")}
     names |= {scenario.stdout_file.name, INPUT_FILE, META_FILE, OVERRIDE_FILE}
+    names |= _agent_files(scenario)
     return {name: _digest(scenario.path / name) for name in sorted(names)}
 
 
@@ -127,13 +146,15 @@ def keep_pending(
     frames: Sequence[Any],
     failures: Sequence[str],
     acceptable: bool,
+    agent: Sequence[str] | None = None,
 ) -> str | None:
     """After a replay: keep the outputs of a failed run of one of our scenarios, or clear
     them when it passed. Called by the runner; never raises for a scenario problem.
 
     ``acceptable``: the run itself went through before its outputs were compared (the agent
     exited cleanly, the replay was consumed), so accepting its outputs is what ``refresh``
-    would write.
+    would write. ``agent``: the foreign agent's command the run used, if any (accepting the
+    outputs of another agent than the scenario's own is refused).
 
     Returns:
         for a failed run, a note for its failures: where the outputs were kept, or why they
@@ -162,6 +183,7 @@ def keep_pending(
         "failures": list(failures),
         "inputs": _inputs(scenario),
         "files": sorted(files),
+        "agent": None if agent is None else list(agent),
     }
     try:
         shutil.rmtree(folder, ignore_errors=True)
@@ -187,6 +209,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
         manifest: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
         names: list[str] = [str(n) for n in manifest["files"]]
         files = {n: (folder / n).read_text(encoding="utf-8") for n in names}
+        agent = manifest.get("agent")
         return Pending(
             scenario,
             str(manifest["persistence"]),
@@ -195,6 +218,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
             tuple(str(f) for f in manifest["failures"]),
             bool(manifest["acceptable"]),
             {str(k): str(v) for k, v in dict(manifest["inputs"]).items()},
+            None if agent is None else tuple(str(a) for a in agent),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PendingError(

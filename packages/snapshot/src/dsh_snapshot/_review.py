@@ -7,13 +7,23 @@ is wide enough), then asks *accept*, *reject* or *skip*, as ``cargo insta review
 files, through the same staged key scan and atomic publish (:func:`write_fixtures`); rejecting
 drops the pending outputs. Pending outputs whose inputs changed since the failing run, or whose
 run itself went wrong (the agent crashed, the replay was not consumed), are refused.
+
+A scenario with ``agent:`` (another ACP agent, its model calls through ``dsh-llm-proxy``) is
+reviewed the same way, but only its stdout can change here: in replay the proxy writes nothing
+and its session fixtures are the committed recording read back, so a change to its model calls
+(what the agent asks, what the model answers) is made by recording again, never by ``accept``.
+Pending outputs of a run with another agent than the scenario's own (``--agent``) are refused.
+A ``dsh-llm-proxy`` recording root (the ``llm_proxy`` pytest fixture's folder for one test) is
+not a scenario: there is nothing to review in it, and :func:`no_scenarios_message` says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -22,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dsh_core import parse_jsonl
+from dsh_snapshot._foreign import foreign_agent
 from dsh_snapshot._pending import (
     Pending,
     PendingError,
@@ -32,8 +43,17 @@ from dsh_snapshot._pending import (
 from dsh_snapshot._publish import DirtyRecordingError
 from dsh_snapshot._runner import write_fixtures
 from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._tree import TreeError
+from dsh_snapshot._treeload import find_recordings
 
-__all__ = ["REVIEW_COMMANDS", "FileDiff", "accept_pending", "file_diffs", "review_command"]
+__all__ = [
+    "REVIEW_COMMANDS",
+    "FileDiff",
+    "accept_pending",
+    "file_diffs",
+    "no_scenarios_message",
+    "review_command",
+]
 
 REVIEW_COMMANDS = {
     "review": "show each scenario's pending outputs (what its failing replay produced) as a "
@@ -53,6 +73,26 @@ class FileDiff:
     name: str
     expected: list[str]
     actual: list[str]
+
+
+def _foreign_command(scenario: Scenario) -> tuple[str, ...] | None:
+    agent = foreign_agent(scenario)
+    return None if agent is None else agent.command
+
+
+def _who(command: tuple[str, ...] | None) -> str:
+    return "our agent" if command is None else f"the agent {' '.join(command)!r}"
+
+
+def _rerecord(scenario: Scenario) -> str:
+    """Why accept cannot change a foreign agent's model calls, and what does."""
+    return (
+        "a scenario with agent: replays the model calls dsh-llm-proxy recorded "
+        "(session*.jsonl) as committed, so neither replay nor accept changes them; to change "
+        "what the agent asks or what the model answers, record it again: dsh-snapshot record "
+        f"--scripted {scenario.path} (answers from model.script.json) or dsh-snapshot record "
+        f"{scenario.path} (live)"
+    )
 
 
 def file_diffs(pending: Pending) -> list[FileDiff]:
@@ -125,6 +165,8 @@ def _render(pending: Sequence[Pending], width: int) -> RenderableType:
     head.append(f"failed replay ({', '.join(p.persistence for p in pending)}):\n")
     for failure in first.failures[:5]:
         head.append(f"  {failure}\n", style="yellow")
+    if _foreign_command(first.scenario) is not None:
+        head.append(f"note: {_rerecord(first.scenario)}\n", style="dim")
     parts: list[RenderableType] = [head]
     for diff in file_diffs(first):
         parts.append(_side_by_side(diff) if width >= _SIDE_BY_SIDE_WIDTH else _unified(diff))
@@ -145,11 +187,19 @@ def _acceptable(pending: Sequence[Pending]) -> Pending:
                 f"kept its outputs; replay again (dsh-snapshot replay {scenario.path}) and "
                 "review the new ones"
             )
+        own = _foreign_command(scenario)
+        if one.agent != own:
+            raise PendingError(
+                f"the failing replay ({one.persistence}) ran {_who(one.agent)}, but the "
+                f"scenario runs {_who(own)} (was --agent given?); accepting would commit "
+                "another agent's outputs as its own: replay it without --agent and review"
+            )
         if not one.acceptable:
+            remedy = _rerecord(scenario) if own else "fix it and replay again"
             raise PendingError(
                 f"the failing replay ({one.persistence}) went wrong beyond its outputs "
                 f"({one.failures[0] if one.failures else 'no reason kept'}); accepting would "
-                "hide that: fix it and replay again"
+                f"hide that: {remedy}"
             )
         if one.files != first.files:
             raise PendingError(
@@ -220,9 +270,14 @@ def review_command(
         if pending:
             found.append((scenario, pending))
         elif command == "accept":
+            why = "its last replay passed, or it has not been replayed"
+            if _foreign_command(scenario) is not None:
+                why = (
+                    "its last replay passed, stopped before the agent finished, or it has not "
+                    f"been replayed; {_rerecord(scenario)}"
+                )
             console.print(
-                f"{scenario.name}: nothing pending to accept (its last replay passed, or it "
-                "has not been replayed)",
+                f"{scenario.name}: nothing pending to accept ({why})",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
@@ -238,6 +293,26 @@ def review_command(
         results = [_accept_one(console, scenario) for scenario, _ in found]
         return 0 if ok and all(results) else _EXIT_FAILED
     return _review(console, found, ok)
+
+
+def no_scenarios_message(command: str, paths: Sequence[Path]) -> str | None:
+    """What ``review`` / ``accept`` say for paths that hold ``dsh-llm-proxy`` recording roots
+    but no scenario; ``None`` when they hold neither (the plain "no scenarios" applies)."""
+    roots: list[Path] = []
+    for path in paths:
+        with contextlib.suppress(TreeError):
+            roots += [p for p, kind in find_recordings(path) if kind == "proxy"]
+    if not roots:
+        return None
+    named = str(roots[0]) if len(roots) == 1 else f"{len(roots)} folders (first {roots[0]})"
+    return (
+        f"dsh-snapshot {command}: {named}: a dsh-llm-proxy recording (as the llm_proxy pytest "
+        "fixture keeps one per test), not a scenario: no input.json, no expected stdout, "
+        "nothing pending to review or accept. Its test is its gate: the fixture replays it "
+        "and fails the test unless it is consumed exactly. To change it, record the test "
+        "again (pytest --llm-proxy-mode=record, the upstream key set); to look at it, "
+        f"dsh-snapshot show {roots[0]}"
+    )
 
 
 def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: bool) -> int:

@@ -437,8 +437,9 @@ def _run(
             ran_clean = not result.failures
             _compare(scenario, logs, frames, result, allowances)
             if settings.seed_slice:  # the proof's deliberate red is nothing to review
+                agent = foreign.command if foreign is not None else None
                 note = keep_pending(
-                    scenario, result.persistence, logs, frames, result.failures, ran_clean
+                    scenario, result.persistence, logs, frames, result.failures, ran_clean, agent
                 )
                 result.failures.extend([note] if note else [])
         elif not result.failures and _meets_expectations(scenario, result):

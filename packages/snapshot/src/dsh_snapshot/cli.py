@@ -32,7 +32,7 @@ from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
-from dsh_snapshot._review import REVIEW_COMMANDS, review_command
+from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -329,6 +329,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_USAGE
     scenarios, broken = selection.scenarios, selection.broken
     if not scenarios and not broken:
+        proxy_only = command in REVIEW_COMMANDS and not settings.names
+        if proxy_only and (note := no_scenarios_message(command, settings.paths)):
+            console.print(note, highlight=False, markup=False)
+            return _EXIT_FAILED
         chosen = f" matching -k {' or '.join(settings.names)}" if settings.names else ""
         console.print(
             f"dsh-snapshot: no scenarios{chosen} (folders holding input.json) under "
