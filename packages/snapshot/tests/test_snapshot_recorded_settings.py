@@ -156,11 +156,18 @@ def test_an_unset_recorded_effort_is_left_to_the_provider_default(live_copy: Pat
     assert "DEEPSEEK_REASONING_EFFORT" not in recorded_provider_env(load_scenario(live_copy))
 
 
-def test_a_provider_not_installed_here_is_named_with_no_settings(live_copy: Path) -> None:
+@pytest.mark.parametrize(
+    "provider",
+    [
+        "nonesuch",  # not installed here: replay compares prompt and tools only
+        "replay",  # installed, but its settings have no prefix and no model
+    ],
+)
+def test_a_provider_without_such_settings_is_named_alone(live_copy: Path, provider: str) -> None:
     meta = live_copy / "snapshot.yml"
-    text = with_provenance(meta.read_text("utf-8"), "live", _provenance(provider="nonesuch"))
+    text = with_provenance(meta.read_text("utf-8"), "live", _provenance(provider=provider))
     meta.write_text(text, "utf-8")
-    assert recorded_provider_env(load_scenario(live_copy)) == {LIVE_PROVIDER_ENV: "nonesuch"}
+    assert recorded_provider_env(load_scenario(live_copy)) == {LIVE_PROVIDER_ENV: provider}
 
 
 def test_a_scripted_scenario_gets_nothing(scenario_copy: Callable[[str], Path]) -> None:

@@ -35,7 +35,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
     ``DSH_REPLAY_LIVE_PROVIDER`` and, for each recorded setting the provider's settings have,
     ``<env_prefix><FIELD>`` (``DEEPSEEK_MODEL=deepseek-v4-pro``). A provider that is not
     installed here gets only its name: replay then compares prompt and tools, not the config.
-    Never a key: only the settings ``provenance:`` holds, and none of the provider's secrets.
+    Never a key: only the settings ``provenance:`` holds (``PROVENANCE_SETTINGS``).
 
     Raises:
         ValueError: a recorded value is not valid for the provider's setting.
@@ -49,19 +49,20 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
     except PluginError:
         return env
     settings_model = provider.settings_model
-    if settings_model is None:
-        return env
-    prefix = str(settings_model.model_config.get("env_prefix") or "")
+    prefix = "" if settings_model is None else settings_model.model_config.get("env_prefix")
+    if settings_model is None or not prefix:
+        return env  # no variables to set: it is configured some other way
     fields = settings_model.model_fields
     recorded = provenance.model_dump()
     for key, name in PROVENANCE_SETTINGS.items():
         value = recorded.get(key)
         field = fields.get(name)
+        annotation = field.annotation if field is not None else None
         variable = f"{prefix}{name}".upper()
-        if value is None or field is None or not prefix or variable in provider.secret_env_names:
+        if value is None or annotation is None:
             continue
         try:
-            TypeAdapter(field.annotation).validate_python(value)
+            TypeAdapter(annotation).validate_python(value)
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"]
             raise ValueError(
