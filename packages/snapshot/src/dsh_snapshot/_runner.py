@@ -47,6 +47,7 @@ from dsh_snapshot._provenance import (
     with_provenance,
 )
 from dsh_snapshot._publish import publish_fixtures
+from dsh_snapshot._recorded_env import recorded_provider_env
 from dsh_snapshot._request_drift import drift_failures, header_note
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
 from dsh_snapshot._settings import Mode, SnapshotSettings
@@ -374,7 +375,8 @@ def _run(
                     )
                 )
             elif replay is not None:
-                env |= replay_env(replay)
+                # a live recording's drift check asks for the settings it was made with
+                env |= replay_env(replay) | recorded_provider_env(scenario)
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
