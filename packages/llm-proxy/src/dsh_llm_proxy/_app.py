@@ -13,8 +13,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
@@ -32,18 +31,13 @@ from dsh_llm_replay import (
     ReplayReport,
     first_header_difference,
 )
-from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
 
 __all__ = [
     "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "RecordEngine",
     "ReplayEngine",
-    "StoreKind",
     "build_app",
-    "detect_store",
-    "open_store",
 ]
 
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
@@ -404,22 +398,6 @@ def build_app(engine: Engine, on_shutdown: Callable[[], None] | None = None) -> 
     if isinstance(engine, ReplayEngine):
         routes.append(Route(REPORT_PATH, engine.report_endpoint, methods=["GET"]))
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-StoreKind = Literal["jsonl", "sqlite"]
-SQLITE_FILE = "sessions.db"
-
-
-def open_store(root: Path, kind: StoreKind) -> SessionStore:
-    """The session store of a recording root (``sessions.db`` inside it for SQLite)."""
-    if kind == "sqlite":
-        return SqliteSessionStore(root / SQLITE_FILE)
-    return JsonlSessionStore(root)
-
-
-def detect_store(root: Path) -> StoreKind:
-    """Which store a recording root holds (SQLite when it has ``sessions.db``)."""
-    return "sqlite" if (root / SQLITE_FILE).is_file() else "jsonl"
 
 
 def api_key_from_env(name: str) -> str:
