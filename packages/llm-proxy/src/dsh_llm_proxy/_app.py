@@ -63,19 +63,19 @@ def error_response(status: int, message: str, code: str) -> JSONResponse:
     )
 
 
-async def _json_body(request: Request) -> dict[str, Any] | JSONResponse:
+async def _read_call(
+    book: SessionBook, request: Request
+) -> tuple[dict[str, Any], Call] | JSONResponse:
+    """The request's JSON body and the session call it is assigned to, or the error answer."""
     try:
         body = json.loads(await request.body())
     except ValueError as exc:
         return error_response(400, f"dsh-llm-proxy: the request body is not JSON ({exc})", "json")
     if not isinstance(body, dict):
         return error_response(400, "dsh-llm-proxy: the request body is not an object", "json")
-    return cast(dict[str, Any], body)
-
-
-def _assign(book: SessionBook, request: Request, body: Mapping[str, Any]) -> Call | JSONResponse:
+    fields = cast(dict[str, Any], body)
     try:
-        return book.assign(body, request.headers.get(SESSION_HEADER))
+        return fields, book.assign(fields, request.headers.get(SESSION_HEADER))
     except SessionConflictError as exc:
         return error_response(409, f"dsh-llm-proxy: {exc}", "session-conflict")
 
@@ -135,12 +135,10 @@ class RecordEngine:
 
     async def chat(self, request: Request) -> Response:
         """``POST /chat/completions``: forward, stream back, log."""
-        body = await _json_body(request)
-        if isinstance(body, JSONResponse):
-            return body
-        call = _assign(self.book, request, body)
-        if isinstance(call, JSONResponse):
-            return call
+        read = await _read_call(self.book, request)
+        if isinstance(read, JSONResponse):
+            return read
+        body, call = read
         wants_stream = body.get("stream") is True
         forwarded = dict(body)
         if not wants_stream:
@@ -303,12 +301,10 @@ class ReplayEngine:
 
     async def chat(self, request: Request) -> Response:
         """``POST /chat/completions`` from the recording."""
-        body = await _json_body(request)
-        if isinstance(body, JSONResponse):
-            return body
-        call = _assign(self.book, request, body)
-        if isinstance(call, JSONResponse):
-            return call
+        read = await _read_call(self.book, request)
+        if isinstance(read, JSONResponse):
+            return read
+        body, call = read
         chunks = self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
         model = str(body.get("model", ""))
         # Pull the first chunk before answering, so that a call the recording cannot serve is
