@@ -189,6 +189,7 @@ class _JsonlWriter:
         self._path = path
         self._lock = lock
         self._id = session_id
+        self._where = f"session {session_id} ({path})"  # how a refused batch names the log
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         self._size = size
         self._next = next_seq
@@ -199,7 +200,7 @@ class _JsonlWriter:
         if not events:
             return
         self._check_file()
-        check_batch(f"session {self._id} ({self._path})", events, self._next)
+        check_batch(self._where, events, self._next)
         data = dumps_event_lines(events)
         try:
             _write_all(self._fd, data)
