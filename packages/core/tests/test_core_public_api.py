@@ -95,6 +95,7 @@ _PUBLIC: dict[str, list[str]] = {
         "assistant_message",
         "atomic_write",
         "bash_argument_errors",
+        "check_batch",
         "close_open_turn",
         "completed_turn_prefix",
         "creation_order",

@@ -15,9 +15,11 @@ def test_public_names() -> None:
         "SessionConflictError",
         "StoreKind",
         "detect_store",
+        "is_recording_root",
         "load_recording",
         "main",
         "open_store",
+        "recorded_logs",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",

@@ -155,6 +155,7 @@ def test_replay_public_api_is_pinned() -> None:
             "Override",
             "OverrideDocument",
             "OverrideError",
+            "LIVE_PROVIDER_ENV",
             "REPLAY_REQUEST_CONFIG",
             "REPORT_VERSION",
             "HeaderDifference",

@@ -1,6 +1,6 @@
 """A ``dsh-llm-proxy`` recording root is a folder the gate understands.
 
-Its logs (``<id>.jsonl``, or ``sessions.db``) are read through core's log reader, and the key
+Its logs (in either store) are read through the proxy's own ``recorded_logs``, and the key
 scan catches a key a recorded model answer carries, in either layout, on its own or inside a
 scenario folder.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from dsh_core import Chunk, SessionLog
 from dsh_llm_deepseek.testing import ScriptedModelServer
-from dsh_llm_proxy import ProxyServer, StoreKind
+from dsh_llm_proxy import ProxyServer, StoreKind, recorded_logs
 from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario, scan_folder
 from dsh_snapshot._foreign import recording_logs, stage_recording
 
@@ -69,14 +69,9 @@ def test_a_proxy_root_is_read_through_cores_log_reader(
 ) -> None:
     root = tmp_path / "recording"
     _record(root, store, upstream_key, "first answer", "second answer")
-    names = sorted(p.name for p in root.iterdir() if not p.name.endswith(".locks"))
-    if store == "jsonl":
-        assert len(names) == 1
-        assert names[0].endswith(".jsonl")  # <id>.jsonl
-    else:
-        assert names == ["sessions.db"]
     (log,) = recording_logs(root)
-    assert names[0] in {f"{log.header.id}.jsonl", "sessions.db"}
+    [(_, as_recorded)] = recorded_logs(root)  # the proxy's own reading of its root
+    assert log == as_recorded
     assert [e.type for e in log.events].count("turn/end") == 2
     texts = [e.data["content"][0]["text"] for e in log.events if e.type == "assistant/message"]
     assert texts == ["first answer", "second answer"]
@@ -114,7 +109,8 @@ def test_a_key_in_a_proxy_recording_is_caught(
     _record(root, store, upstream_key, f"the key is {PLANTED}")
     findings = scan_folder(root)
     assert findings, f"no finding in the {store} proxy root"
-    expected = {"sessions.db"} if store == "sqlite" else {p.name for p in root.glob("*.jsonl")}
+    # The proxy names a session by its file (``<id>.jsonl``) or ``<database>:<id>``.
+    expected = {name.split(":")[0] for name, _ in recorded_logs(root)}
     assert {f.file for f in findings} <= expected | {f"{n}-wal" for n in expected}
     assert all("sk- API key" in f.kind for f in findings)
     assert all(PLANTED not in str(f) for f in findings)  # named by hash, never by value

@@ -19,6 +19,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "SessionWriter",
+    "check_batch",
     "close_open_turn",
     "completed_turn_prefix",
     "new_created_at",
@@ -119,6 +120,32 @@ class SessionWriter(Protocol):
     def close(self) -> None:
         """Release the writer lock. Idempotent."""
         ...
+
+
+def check_batch(where: str, events: Sequence[Event], next_seq: int) -> None:
+    """Refuse a batch a store must not append, as :meth:`SessionWriter.append` promises.
+
+    Args:
+        where: how the error names the log, e.g. ``"session s1 (/path/s1.jsonl)"``.
+        events: the batch, in order.
+        next_seq: the ``seq`` the stored log continues at.
+
+    Raises:
+        SeqError: the batch is not contiguous, or its first ``seq`` is not ``next_seq``.
+    """
+    if not events:
+        return
+    first = events[0].seq
+    for offset, event in enumerate(events):
+        if event.seq != first + offset:
+            raise SeqError(
+                f"{where}: the batch is not contiguous: event {offset} has seq {event.seq}, "
+                f"expected {first + offset}"
+            )
+    if first != next_seq:
+        raise SeqError(
+            f"{where}: the batch starts at seq {first} but the log continues at seq {next_seq}"
+        )
 
 
 @runtime_checkable

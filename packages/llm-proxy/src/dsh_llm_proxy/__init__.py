@@ -7,9 +7,16 @@ inferring sessions, fork children and subagent children from the conversations a
 ``dsh_llm_proxy.pytest_plugin`` is the ``llm_proxy`` fixture; ``main`` is the console script.
 """
 
-from dsh_llm_proxy._app import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, detect_store, open_store
+from dsh_llm_proxy._app import DEFAULT_UPSTREAM, REPORT_PATH
 from dsh_llm_proxy._book import SessionBook, SessionConflictError
 from dsh_llm_proxy._cli import main
+from dsh_llm_proxy._root import (
+    StoreKind,
+    detect_store,
+    is_recording_root,
+    open_store,
+    recorded_logs,
+)
 from dsh_llm_proxy._server import ProxyServer, load_recording
 
 __all__ = [
@@ -25,5 +32,7 @@ __all__ = [
     # recording roots
     "StoreKind",
     "detect_store",
+    "is_recording_root",
     "open_store",
+    "recorded_logs",
 ]

@@ -13,8 +13,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
@@ -32,18 +31,13 @@ from dsh_llm_replay import (
     ReplayReport,
     first_header_difference,
 )
-from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
 
 __all__ = [
     "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "RecordEngine",
     "ReplayEngine",
-    "StoreKind",
     "build_app",
-    "detect_store",
-    "open_store",
 ]
 
 DEFAULT_UPSTREAM = "https://api.deepseek.com"
@@ -69,19 +63,19 @@ def error_response(status: int, message: str, code: str) -> JSONResponse:
     )
 
 
-async def _json_body(request: Request) -> dict[str, Any] | JSONResponse:
+async def _read_call(
+    book: SessionBook, request: Request
+) -> tuple[dict[str, Any], Call] | JSONResponse:
+    """The request's JSON body and the session call it is assigned to, or the error answer."""
     try:
         body = json.loads(await request.body())
     except ValueError as exc:
         return error_response(400, f"dsh-llm-proxy: the request body is not JSON ({exc})", "json")
     if not isinstance(body, dict):
         return error_response(400, "dsh-llm-proxy: the request body is not an object", "json")
-    return cast(dict[str, Any], body)
-
-
-def _assign(book: SessionBook, request: Request, body: Mapping[str, Any]) -> Call | JSONResponse:
+    fields = cast(dict[str, Any], body)
     try:
-        return book.assign(body, request.headers.get(SESSION_HEADER))
+        return fields, book.assign(fields, request.headers.get(SESSION_HEADER))
     except SessionConflictError as exc:
         return error_response(409, f"dsh-llm-proxy: {exc}", "session-conflict")
 
@@ -141,12 +135,10 @@ class RecordEngine:
 
     async def chat(self, request: Request) -> Response:
         """``POST /chat/completions``: forward, stream back, log."""
-        body = await _json_body(request)
-        if isinstance(body, JSONResponse):
-            return body
-        call = _assign(self.book, request, body)
-        if isinstance(call, JSONResponse):
-            return call
+        read = await _read_call(self.book, request)
+        if isinstance(read, JSONResponse):
+            return read
+        body, call = read
         wants_stream = body.get("stream") is True
         forwarded = dict(body)
         if not wants_stream:
@@ -309,12 +301,10 @@ class ReplayEngine:
 
     async def chat(self, request: Request) -> Response:
         """``POST /chat/completions`` from the recording."""
-        body = await _json_body(request)
-        if isinstance(body, JSONResponse):
-            return body
-        call = _assign(self.book, request, body)
-        if isinstance(call, JSONResponse):
-            return call
+        read = await _read_call(self.book, request)
+        if isinstance(read, JSONResponse):
+            return read
+        body, call = read
         chunks = self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
         model = str(body.get("model", ""))
         # Pull the first chunk before answering, so that a call the recording cannot serve is
@@ -404,22 +394,6 @@ def build_app(engine: Engine, on_shutdown: Callable[[], None] | None = None) -> 
     if isinstance(engine, ReplayEngine):
         routes.append(Route(REPORT_PATH, engine.report_endpoint, methods=["GET"]))
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-StoreKind = Literal["jsonl", "sqlite"]
-SQLITE_FILE = "sessions.db"
-
-
-def open_store(root: Path, kind: StoreKind) -> SessionStore:
-    """The session store of a recording root (``sessions.db`` inside it for SQLite)."""
-    if kind == "sqlite":
-        return SqliteSessionStore(root / SQLITE_FILE)
-    return JsonlSessionStore(root)
-
-
-def detect_store(root: Path) -> StoreKind:
-    """Which store a recording root holds (SQLite when it has ``sessions.db``)."""
-    return "sqlite" if (root / SQLITE_FILE).is_file() else "jsonl"
 
 
 def api_key_from_env(name: str) -> str:

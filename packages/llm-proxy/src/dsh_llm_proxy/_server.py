@@ -20,13 +20,11 @@ from dsh_llm_proxy._app import (
     Engine,
     RecordEngine,
     ReplayEngine,
-    StoreKind,
     api_key_from_env,
     build_app,
-    detect_store,
-    open_store,
 )
 from dsh_llm_proxy._book import call_inputs
+from dsh_llm_proxy._root import StoreKind, detect_store, open_store
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,

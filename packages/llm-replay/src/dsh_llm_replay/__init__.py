@@ -36,6 +36,7 @@ from dsh_llm_replay._override import (
     load_override,
     parse_override,
 )
+from dsh_llm_replay._provider import LIVE_PROVIDER_ENV
 from dsh_llm_replay._report import (
     REPORT_VERSION,
     ReplayReport,
@@ -79,6 +80,7 @@ __all__ = [
     "SessionScript",
     "load_session_scripts",
     # request drift
+    "LIVE_PROVIDER_ENV",
     "REPLAY_REQUEST_CONFIG",
     "HeaderDifference",
     "HeaderStatus",

@@ -34,7 +34,6 @@ from dsh_core import (
     CreateOptions,
     Event,
     LogFormatError,
-    SeqError,
     Session,
     SessionExistsError,
     SessionHeader,
@@ -45,6 +44,7 @@ from dsh_core import (
     StoreCorruptError,
     WriterLock,
     atomic_write,
+    check_batch,
     close_open_turn,
     dumps_event_lines,
     dumps_header,
@@ -189,6 +189,7 @@ class _JsonlWriter:
         self._path = path
         self._lock = lock
         self._id = session_id
+        self._where = f"session {session_id} ({path})"  # how a refused batch names the log
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         self._size = size
         self._next = next_seq
@@ -198,19 +199,8 @@ class _JsonlWriter:
             raise ValueError(f"session {self._id}: the writer is closed")
         if not events:
             return
-        first = events[0].seq
-        for offset, event in enumerate(events):
-            if event.seq != first + offset:
-                raise SeqError(
-                    f"session {self._id} ({self._path}): the batch is not contiguous: "
-                    f"event {offset} has seq {event.seq}, expected {first + offset}"
-                )
         self._check_file()
-        if first != self._next:
-            raise SeqError(
-                f"session {self._id} ({self._path}): the batch starts at seq {first} but the "
-                f"log continues at seq {self._next}"
-            )
+        check_batch(self._where, events, self._next)
         data = dumps_event_lines(events)
         try:
             _write_all(self._fd, data)

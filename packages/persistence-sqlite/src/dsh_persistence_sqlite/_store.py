@@ -24,7 +24,6 @@ from dsh_core import (
     CreateOptions,
     Event,
     LogFormatError,
-    SeqError,
     Session,
     SessionBusyError,
     SessionExistsError,
@@ -35,6 +34,7 @@ from dsh_core import (
     StoreAccessError,
     StoreCorruptError,
     WriterLock,
+    check_batch,
     close_open_turn,
     prepare_header,
     render_log,
@@ -78,24 +78,12 @@ class _SqliteWriter:
             raise ValueError(f"session {self._id}: the writer is closed")
         if not events:
             return
-        first = events[0].seq
-        for offset, event in enumerate(events):
-            if event.seq != first + offset:
-                raise SeqError(
-                    f"session {self._id}: the batch is not contiguous (event "
-                    f"{offset} has seq {event.seq}, expected {first + offset})"
-                )
         rows = [event_row(self._id, event) for event in events]
         with self._store._transaction() as connection:
             last = connection.execute(
                 "SELECT max(seq) FROM events WHERE session_id = ?", (self._id,)
             ).fetchone()[0]
-            expected = 0 if last is None else int(last) + 1
-            if first != expected:
-                raise SeqError(
-                    f"session {self._id}: batch does not continue the log "
-                    f"(expected seq {expected}, got {first})"
-                )
+            check_batch(f"session {self._id}", events, 0 if last is None else int(last) + 1)
             connection.executemany(_INSERT_EVENT, rows)
 
     def close(self) -> None:

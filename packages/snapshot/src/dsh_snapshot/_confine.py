@@ -137,13 +137,7 @@ def check_step_paths(scenario: Scenario, cwd: Path) -> None:
     input_file = scenario.path / "input.json"
     for index, step in enumerate(scenario.steps):
         for field, value in step_paths(step):
-            real = (root / value).resolve()
-            if not inside(real, root):
-                raise ConfinementError(
-                    input_file,
-                    f"steps.{index}.{field}",
-                    f"{value!r} resolves to {real}, outside the run's working directory",
-                )
+            _check_in_cwd(root, value, input_file, f"steps.{index}.{field}")
     override = scenario.override_file
     if override is None:
         return
@@ -159,10 +153,13 @@ def check_step_paths(scenario: Scenario, cwd: Path) -> None:
     for label, entry in labelled:
         ready = getattr(entry, "ready_file", None)
         if isinstance(ready, str):
-            real = (root / ready).resolve()
-            if not inside(real, root):
-                raise ConfinementError(
-                    override,
-                    f"{label}.readyFile",
-                    f"{ready!r} resolves to {real}, outside the run's working directory",
-                )
+            _check_in_cwd(root, ready, override, f"{label}.readyFile")
+
+
+def _check_in_cwd(root: Path, value: str, file: Path, location: str) -> None:
+    """Refuse a path the scenario names (at ``file``'s ``location``) that leaves ``root``."""
+    real = (root / value).resolve()
+    if not inside(real, root):
+        raise ConfinementError(
+            file, location, f"{value!r} resolves to {real}, outside the run's working directory"
+        )

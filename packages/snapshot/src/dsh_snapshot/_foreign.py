@@ -14,9 +14,9 @@ model base URL (the variable ``agent_base_url_env`` names) at it:
 - ``record``: the proxy records against the live API with the key in *its* environment only;
   the agent gets a base URL and never a key.
 
-The recorded proxy root is read back through core's log reader (``<id>.jsonl`` files, or
-``sessions.db`` exported to JSONL) and becomes the scenario's session fixtures, ordered as the
-agent's own harvest orders them.
+The recorded proxy root is read back through the proxy's own ``recorded_logs`` (core's log
+reader over whichever store it holds) and becomes the scenario's session fixtures, ordered as
+the agent's own harvest orders them.
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
-import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast, get_args
+from typing import Any, cast, get_args
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
@@ -50,10 +48,11 @@ from dsh_core import (
     creation_order,
     read_log_text,
 )
-from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, detect_store, open_store
+from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
 from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._served import served_base_url, stderr_tail
 
 __all__ = [
     "ForeignAgent",
@@ -146,29 +145,13 @@ def foreign_agent(scenario: Scenario, override: ForeignAgent | None = None) -> F
 
 
 def recording_logs(root: Path) -> list[SessionLog]:
-    """Every session of a proxy recording root, read through core's log reader, in harvest
-    order (primary first, then children by ``createdAt``).
-
-    A JSONL root holds ``<id>.jsonl`` per session; a SQLite root ``sessions.db``, exported to
-    the same JSONL text first.
+    """Every session of a proxy recording root, exactly as written, in harvest order (primary
+    first, then children by ``createdAt``).
 
     Raises:
         DshError: a log cannot be read (naming the file and line).
     """
-    kind = detect_store(root)
-    texts: list[tuple[str, str]] = []
-    if kind == "jsonl":
-        texts = [(str(p), p.read_text(encoding="utf-8")) for p in sorted(root.glob("*.jsonl"))]
-    else:
-        from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415 - sqlite only
-
-        store = open_store(root, kind)
-        try:
-            assert isinstance(store, SqliteSessionStore)
-            texts = [(f"{root}#{h.id}", store.export_jsonl(h.id)) for h in store.list_sessions()]
-        finally:
-            store.close()
-    return creation_order([read_log_text(text, source) for source, text in texts])
+    return creation_order([log for _, log in recorded_logs(root)])
 
 
 def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) -> None:
@@ -209,53 +192,16 @@ def _proxy_command() -> list[str]:
     return [sys.executable, "-c", "import sys, dsh_llm_proxy; sys.exit(dsh_llm_proxy.main())"]
 
 
-def _tail(path: Path, limit: int = 1500) -> str:
-    with contextlib.suppress(OSError):
-        return path.read_text(encoding="utf-8", errors="replace")[-limit:]
-    return ""
-
-
 @contextlib.contextmanager
 def _proxy(
     args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float
 ) -> Generator[str, None, None]:
     """``dsh-llm-proxy ARGS`` until the block ends; yields its base URL (``…/v1``)."""
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [*_proxy_command(), *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=dict(env),
-        )
-        try:
-            base_url = _read_base_url(proc.stdout, proc, timeout)
-            if base_url is None:
-                raise AgentError(f"dsh-llm-proxy did not print BASE_URL=…; stderr: {_tail(log)}")
-            yield base_url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-
-def _read_base_url(
-    stdout: IO[bytes] | None, proc: subprocess.Popen[bytes], timeout: float
-) -> str | None:
-    assert stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        line = stdout.readline().decode("utf-8", "replace")
-        if line.startswith("BASE_URL="):
-            return line.strip().split("=", 1)[1]
-        if not line:
-            break
-    return None
+    command = [*_proxy_command(), *args]
+    with served_base_url(
+        command, what="dsh-llm-proxy", stderr_log=log, timeout=timeout, env=env
+    ) as base_url:
+        yield base_url
 
 
 def _upstream_key_env(key: str) -> dict[str, str]:
@@ -385,7 +331,7 @@ def _fetch_report(base_url: str, timeout: float, log: Path) -> object:
             return http.get(url).raise_for_status().json()
     except (httpx.HTTPError, ValueError) as exc:
         raise AgentError(
-            f"dsh-llm-proxy: no consumption report ({exc}); stderr: {_tail(log)}"
+            f"dsh-llm-proxy: no consumption report ({exc}); stderr: {stderr_tail(log)}"
         ) from None
 
 

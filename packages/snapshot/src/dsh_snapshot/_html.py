@@ -15,6 +15,7 @@ from dsh_snapshot._show import (
     calls_summary,
     session_summary,
     tokens,
+    tool_call_text,
     turn_summary,
 )
 from dsh_snapshot._tree import SessionNode, SessionTree, TurnView, sum_usage
@@ -97,13 +98,7 @@ def _turn_html(turn: TurnView) -> str:
     if turn.calls:
         parts.append(f'<div class="calls">{escape(calls_detail(turn))}</div>')
     for call in turn.tool_calls:
-        text = f"tool {call.name} {call.call_id}"
-        if call.description:
-            text += f' "{call.description}"'
-        if call.is_error:
-            text += " → error result"
-        if call.child:
-            text += f" → {call.child}"
+        text = tool_call_text(call)
         css = "tool error" if call.is_error else "tool"
         parts.append(f'<div class="{css}">{escape(text)}</div>')
     if turn.final_message:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,10 @@ from dsh_snapshot._provenance import (
     with_provenance,
 )
 from dsh_snapshot._publish import publish_fixtures
+from dsh_snapshot._recorded_env import recorded_provider_env
 from dsh_snapshot._request_drift import drift_failures, header_note
 from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
+from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
 
@@ -136,43 +138,17 @@ def write_fixtures(
 # --- the model side of a run --------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _scripted_server(script: Path, timeout: float) -> Generator[str, None, None]:
+def _scripted_server(script: Path, tmp: Path, timeout: float) -> AbstractContextManager[str]:
     exe = Path(sys.executable).with_name("dsh-scripted-model-server")
     cmd = [str(exe)] if exe.is_file() else ["dsh-scripted-model-server"]
     # The server stops at the end of its stdin: hold a pipe open for the whole run.
-    proc = subprocess.Popen(
+    return served_base_url(
         [*cmd, "--script", str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        what="the scripted model server",
+        stderr_log=tmp / "scripted-server.stderr",
+        timeout=timeout,
+        hold_stdin=True,
     )
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        base_url = None
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("BASE_URL="):
-                base_url = line.strip().split("=", 1)[1]
-                break
-        if base_url is None:
-            err = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
-            raise AgentError(f"the scripted model server did not print BASE_URL=…: {err}")
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
 
 
 def replay_settings(scenario: Scenario, tmp: Path, settings: SnapshotSettings) -> ReplaySettings:
@@ -374,14 +350,17 @@ def _run(
                     )
                 )
             elif replay is not None:
-                env |= replay_env(replay)
+                # a live recording's drift check asks for the settings it was made with
+                env |= replay_env(replay) | recorded_provider_env(scenario)
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
                         f"{scenario.path}: record --scripted needs model.script.json "
                         f"(or a bare-array replay.override.json)"
                     )
-                base = stack.enter_context(_scripted_server(scenario.script_file, settings.timeout))
+                base = stack.enter_context(
+                    _scripted_server(scenario.script_file, tmp, settings.timeout)
+                )
                 env |= {
                     "DSH_MODEL_CLIENT": "deepseek",
                     "DEEPSEEK_BASE_URL": base,

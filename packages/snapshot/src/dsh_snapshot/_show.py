@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -25,6 +25,7 @@ from dsh_snapshot._tree import (
     ModelCall,
     SessionNode,
     SessionTree,
+    ToolCallView,
     TurnView,
     sum_usage,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "render_lines",
     "run_show",
     "safe_text",
+    "tool_call_text",
     "tree_lines",
 ]
 
@@ -136,6 +138,23 @@ def calls_detail(turn: TurnView) -> str:
     return "model calls: " + " · ".join(calls) if calls else ""
 
 
+def _as_is(text: str, limit: int | None = None) -> str:
+    return text
+
+
+def tool_call_text(call: ToolCallView, clip: Callable[[str, int | None], str] = _as_is) -> str:
+    """``tool bash call_1 "List files" → error result → session.1.jsonl``, each value passed
+    through ``clip`` (the terminal's :func:`safe_text`; the page escapes the whole line)."""
+    text = f"tool {clip(call.name, 40)} {clip(call.call_id, 60)}"
+    if call.description:
+        text += f' "{clip(call.description, 60)}"'
+    if call.is_error:
+        text += " → error result"
+    if call.child:
+        text += f" → {clip(call.child, None)}"
+    return text
+
+
 def turn_summary(turn: TurnView) -> str:
     """``turn 2 completed · 1 model call (17 chunks) · tokens in 880, out 10``."""
     parts = [f"turn {turn.number} {safe_text(turn.end, 40)}", calls_summary(turn.calls)]
@@ -155,13 +174,7 @@ def _turn_details(turn: TurnView) -> list[Line]:
     if turn.calls:
         lines.append(Line("", calls_detail(turn), style))
     for call in turn.tool_calls:
-        text = f"tool {safe_text(call.name, 40)} {safe_text(call.call_id, 60)}"
-        if call.description:
-            text += f' "{safe_text(call.description, 60)}"'
-        if call.is_error:
-            text += " → error result"
-        if call.child:
-            text += f" → {safe_text(call.child, None)}"
+        text = tool_call_text(call, safe_text)
         lines.append(Line("", text, style or ("error" if call.is_error else "tool")))
     if turn.final_message:
         lines.append(Line("", f'final: "{safe_text(turn.final_message)}"', style))

@@ -103,7 +103,8 @@ class SessionNode:
     """One session log and its place in the tree.
 
     Attributes:
-        label: the file it came from (``session.1.jsonl``, ``<id>.jsonl``, ``sessions.db:<id>``).
+        label: where it came from: a scenario's fixture (``session.1.jsonl``), or the name
+            ``dsh_llm_proxy.recorded_logs`` gives a proxy root's session.
         header: the log's header.
         kind: ``primary`` (no parent), ``spawn`` (a fresh child) or ``fork`` (a seeded child).
         seed_length: the header's ``seedLength`` (0 when absent).

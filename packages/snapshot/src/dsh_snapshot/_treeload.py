@@ -1,7 +1,7 @@
 """Reading a recording into its :class:`~dsh_snapshot._tree.SessionTree`.
 
 A recording is a scenario folder (ours or upstream's: ``session.jsonl``, ``session.N.jsonl``) or
-a recording root written by ``dsh-llm-proxy`` (``<id>.jsonl`` files, or ``sessions.db``). Every
+a recording root written by ``dsh-llm-proxy`` (read through its :func:`recorded_logs`). Every
 log is read with dsh-core's reader; nothing here parses JSONL by hand. The tree links each child
 to its parent by ``parentSession`` and to the tool call that started it by the call's ``prompt``
 argument (the child's first own user message), falling back to the parent's delegating calls in
@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from dsh_core import Event, SessionLog, read_log_stream, read_log_text
+from dsh_core import Event, SessionLog, read_log_stream
+from dsh_llm_proxy import is_recording_root, recorded_logs
 from dsh_snapshot._discover import scenario_root
 from dsh_snapshot._scenario import INPUT_FILE, is_upstream_recording, load_scenario
 from dsh_snapshot._tree import (
@@ -29,9 +30,8 @@ from dsh_snapshot._tree import (
     TurnView,
 )
 
-__all__ = ["PROXY_SQLITE", "find_recordings", "load_tree"]
+__all__ = ["find_recordings", "load_tree"]
 
-PROXY_SQLITE = "sessions.db"
 _DELEGATING_TOOLS = frozenset({"subagent", "subagent_fork"})
 _USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "reasoningTokens")
 
@@ -47,26 +47,8 @@ def _read_file(path: Path) -> SessionLog:
         raise TreeError(f"{path}: cannot read the session log ({exc.strerror})") from None
 
 
-def _proxy_logs(root: Path) -> list[tuple[str, SessionLog]]:
-    if (root / PROXY_SQLITE).is_file():
-        # Imported here: only a proxy root recorded with --store sqlite needs it.
-        from dsh_persistence_sqlite import SqliteSessionStore  # noqa: PLC0415
-
-        with SqliteSessionStore(root / PROXY_SQLITE) as store:
-            return [
-                (
-                    f"{PROXY_SQLITE}:{h.id}",
-                    read_log_text(store.export_jsonl(h.id), f"{root / PROXY_SQLITE}:{h.id}"),
-                )
-                for h in store.list_sessions()
-            ]
-    return [(p.name, _read_file(p)) for p in sorted(root.glob("*.jsonl"))]
-
-
 def _is_proxy_root(folder: Path) -> bool:
-    if (folder / INPUT_FILE).exists() or not folder.is_dir():
-        return False
-    return (folder / PROXY_SQLITE).is_file() or any(folder.glob("*.jsonl"))
+    return not (folder / INPUT_FILE).exists() and is_recording_root(folder)
 
 
 def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
@@ -98,7 +80,7 @@ def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
     if not found:
         raise TreeError(
             f"{folder}: not a scenario folder (no {INPUT_FILE}) nor a dsh-llm-proxy recording "
-            f"root (no *.jsonl session logs, no {PROXY_SQLITE}), and none below it"
+            f"root (no recorded sessions), and none below it"
         )
     return found
 
@@ -118,7 +100,7 @@ def load_tree(folder: Path, kind: RecordingKind | None = None) -> SessionTree:
             raise TreeError(f"{folder}: not one recording but {len(kinds)} below it")
         kind = kinds[0][1]
     if kind == "proxy":
-        logs = _proxy_logs(folder)
+        logs = recorded_logs(folder)
         # The proxy creates sessions in order; (createdAt, id) is that order (its README).
         logs.sort(key=lambda pair: (pair[1].header.created_at, pair[1].header.id))
         tree = SessionTree(folder.name, folder, kind)

@@ -19,38 +19,21 @@ use the package without pytest installed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dsh_core._errors import SeqError, SessionBusyError, SessionExistsError, SessionNotFoundError
-from dsh_core._events import Event, SessionHeader, step_start, tool_call, tool_result, turn_start
-from dsh_core._logformat import SessionLog, dumps_event, dumps_header
-from dsh_core._session import CreateOptions, Session, SessionMeta, SessionStore
-from dsh_core.testing._eventgen import event_time, synthetic_turn
+from dsh_core._events import Event, SessionHeader
+from dsh_core._logformat import dumps_header
+from dsh_core._session import CreateOptions, SessionMeta, SessionStore
+from dsh_core.testing._eventgen import append_turns, event_lines, synthetic_turn
+from dsh_core.testing._recovery_conformance import RecoveryConformance, StoreFactory
 
 __all__ = ["StoreConformance"]
 
-StoreFactory = Callable[[], SessionStore]
-
 _BIG = 2**53 - 1  # the largest integer every JSON reader keeps exact
-
-
-def _lines(events: list[Event] | tuple[Event, ...] | Any) -> list[str]:
-    return [dumps_event(e) for e in events]
-
-
-def _append_turns(session: Session, count: int, first_turn: int = 1) -> list[Event]:
-    """Append ``count`` whole turns, one flush (one store batch) per turn."""
-    written: list[Event] = []
-    for turn in range(first_turn, first_turn + count):
-        for event in synthetic_turn(session.next_seq, turn):
-            session.add(event)
-            written.append(event)
-        session.flush()
-    return written
 
 
 def _foreign_events() -> list[Event]:
@@ -77,7 +60,7 @@ def _foreign_events() -> list[Event]:
     ]
 
 
-class StoreConformance:
+class StoreConformance(RecoveryConformance):
     """Tests every :class:`~dsh_core.SessionStore` backend must pass.
 
     Subclass it (the class name must start with ``Test``) and override ``store_factory``.
@@ -103,14 +86,6 @@ class StoreConformance:
         yield make
         for store in reversed(opened):
             store.close()
-
-    @pytest.fixture
-    def tear_tail(self) -> Callable[[str, bytes], None] | None:
-        """Override to damage a session's stored tail as a crash in the middle of an append
-        would: ``tear(session_id, partial_line)`` leaves ``partial_line`` (no newline) after
-        the last stored event. ``None`` (the default) means the backend cannot be torn
-        (each append is one transaction), and the torn-tail tests are skipped."""
-        return None
 
     @pytest.fixture
     def store(self, open_store: StoreFactory) -> SessionStore:
@@ -187,7 +162,9 @@ class StoreConformance:
         session.close()
         loaded = open_store().load("child")
         assert loaded.header.seed_length == seed_length
-        assert _lines(loaded.events) == _lines([e.with_seq(i) for i, e in enumerate(seed)])
+        assert event_lines(loaded.events) == event_lines(
+            [e.with_seq(i) for i, e in enumerate(seed)]
+        )
         assert [e.type for e in loaded.events] == [e.type for e in seed]
 
     def test_create_with_empty_seed_and_seed_length(self, store: SessionStore) -> None:
@@ -202,7 +179,7 @@ class StoreConformance:
     ) -> None:
         store = open_store()
         session = store.create(CreateOptions(session_id="dup", meta=SessionMeta(created_at=10)))
-        _append_turns(session, 2)
+        append_turns(session, 2)
         session.close()
         before = store.load("dup")
         for creator in (store, open_store()):
@@ -214,14 +191,14 @@ class StoreConformance:
                 )
         after = open_store().load("dup")
         assert after.header == before.header
-        assert _lines(after.events) == _lines(before.events)
+        assert event_lines(after.events) == event_lines(before.events)
 
     def test_create_existing_id_while_open_is_refused(self, open_store: StoreFactory) -> None:
         session = open_store().create(CreateOptions(session_id="busy-dup"))
-        _append_turns(session, 1)
+        append_turns(session, 1)
         with pytest.raises((SessionExistsError, SessionBusyError), match="busy-dup"):
             open_store().create(CreateOptions(session_id="busy-dup"))
-        _append_turns(session, 1, first_turn=2)
+        append_turns(session, 1, first_turn=2)
         session.close()
         assert len(open_store().load("busy-dup").events) == session.next_seq
 
@@ -241,21 +218,21 @@ class StoreConformance:
         )
         session = open_store().create(CreateOptions(session_id="r", seed=seed, meta=meta))
         header = session.header
-        first = _append_turns(session, 2, first_turn=2)
+        first = append_turns(session, 2, first_turn=2)
         session.close()
 
         resumed = open_store().resume("r")
         assert resumed.header == header
         assert dumps_header(resumed.header) == dumps_header(header)
         assert resumed.next_seq == len(seed) + len(first)
-        assert _lines(resumed.events) == _lines([*seed, *first])
-        more = _append_turns(resumed, 1, first_turn=4)
+        assert event_lines(resumed.events) == event_lines([*seed, *first])
+        more = append_turns(resumed, 1, first_turn=4)
         resumed.close()
 
         loaded = open_store().load("r")
         assert loaded.header == header
         assert loaded.header.seed_length == len(seed) - 2  # not len(seed), not len(events)
-        assert _lines(loaded.events) == _lines([*seed, *first, *more])
+        assert event_lines(loaded.events) == event_lines([*seed, *first, *more])
 
     def test_resume_without_seed_length_keeps_it_absent(self, open_store: StoreFactory) -> None:
         session = open_store().create(CreateOptions(session_id="a", seed=synthetic_turn(0, 1)))
@@ -271,12 +248,12 @@ class StoreConformance:
         session.close()
         for turn in range(1, 6):
             session = open_store().resume("m")
-            assert _lines(session.events) == _lines(expected)
+            assert event_lines(session.events) == event_lines(expected)
             event = session.record("note/custom", {"turn": turn}, time=turn)
             expected.append(event)
-            expected.extend(_append_turns(session, 1, first_turn=turn))
+            expected.extend(append_turns(session, 1, first_turn=turn))
             session.close()
-        assert _lines(open_store().load("m").events) == _lines(expected)
+        assert event_lines(open_store().load("m").events) == event_lines(expected)
 
     # --- append / load ----------------------------------------------------------------------
 
@@ -286,12 +263,12 @@ class StoreConformance:
         written: list[Event] = []
         turn = 1
         while len(written) < 5_000:
-            written.extend(_append_turns(session, 1, first_turn=turn))
+            written.extend(append_turns(session, 1, first_turn=turn))
             turn += 1
         session.close()
-        expected = _lines(written)
-        assert _lines(store.load("big").events) == expected
-        assert _lines(open_store().load("big").events) == expected
+        expected = event_lines(written)
+        assert event_lines(store.load("big").events) == expected
+        assert event_lines(open_store().load("big").events) == expected
 
     def test_foreign_event_shapes_round_trip(self, open_store: StoreFactory) -> None:
         store = open_store()
@@ -301,7 +278,7 @@ class StoreConformance:
             session.add(event)
         session.close()
         loaded = open_store().load("f")
-        assert _lines(loaded.events) == _lines([*_foreign_events(), *tail])
+        assert event_lines(loaded.events) == event_lines([*_foreign_events(), *tail])
         assert loaded.events[3].surface_op == {"op": "replace", "start": 0, "end": 2}
         assert loaded.events[3].source_event_seqs == [0, 1, 2]
         assert loaded.events[2].surface_op == "append"
@@ -311,22 +288,22 @@ class StoreConformance:
     ) -> None:
         store = open_store()
         session = store.create(CreateOptions(session_id="gap"))
-        stored = _append_turns(session, 2)
+        stored = append_turns(session, 2)
         writer = session._writer
         n = len(stored)
         for first in (n + 1, n - 1, 0, n + 100):
             with pytest.raises(SeqError):
                 writer.append(synthetic_turn(first, 9))
-        assert _lines(open_store().load("gap").events) == _lines(stored)
+        assert event_lines(open_store().load("gap").events) == event_lines(stored)
         # the writer is still usable with the right seq
         good = synthetic_turn(n, 3)
         writer.append(good)
         session.close()
-        assert _lines(open_store().load("gap").events) == _lines([*stored, *good])
+        assert event_lines(open_store().load("gap").events) == event_lines([*stored, *good])
 
     def test_non_contiguous_batch_is_refused_whole(self, open_store: StoreFactory) -> None:
         session = open_store().create(CreateOptions(session_id="nc"))
-        stored = _append_turns(session, 1)
+        stored = append_turns(session, 1)
         n = len(stored)
         batch = synthetic_turn(n, 2)
         batch[5] = batch[5].with_seq(batch[5].seq + 1)  # a hole inside the batch
@@ -337,7 +314,7 @@ class StoreConformance:
         with pytest.raises(SeqError):
             session._writer.append(duplicated)
         session.close()
-        assert _lines(open_store().load("nc").events) == _lines(stored)
+        assert event_lines(open_store().load("nc").events) == event_lines(stored)
 
     def test_seed_with_unordered_seqs_is_renumbered(self, store: SessionStore) -> None:
         seed = [e.with_seq(50 - i) for i, e in enumerate(synthetic_turn(0, 1))]
@@ -352,35 +329,35 @@ class StoreConformance:
     ) -> None:
         first_store, second_store = open_store(), open_store()
         session = first_store.create(CreateOptions(session_id="w"))
-        written = _append_turns(session, 2)
+        written = append_turns(session, 2)
         with pytest.raises(SessionBusyError, match="w"):
             second_store.resume("w")
         with pytest.raises(SessionBusyError, match="w"):
             first_store.resume("w")  # the same store instance is no exception
-        written += _append_turns(session, 2, first_turn=3)  # the first keeps working
-        assert _lines(second_store.load("w").events) == _lines(written)  # load while open
+        written += append_turns(session, 2, first_turn=3)  # the first keeps working
+        assert event_lines(second_store.load("w").events) == event_lines(written)  # load while open
         session.close()
         session.close()  # idempotent
 
         resumed = second_store.resume("w")  # after close the second can resume
-        assert _lines(resumed.events) == _lines(written)
-        written += _append_turns(resumed, 1, first_turn=5)
+        assert event_lines(resumed.events) == event_lines(written)
+        written += append_turns(resumed, 1, first_turn=5)
         with pytest.raises(SessionBusyError):
             first_store.resume("w")
         resumed.close()
-        assert _lines(open_store().load("w").events) == _lines(written)
+        assert event_lines(open_store().load("w").events) == event_lines(written)
 
     def test_writers_on_different_sessions_do_not_interfere(self, open_store: StoreFactory) -> None:
         a = open_store().create(CreateOptions(session_id="a"))
         b = open_store().create(CreateOptions(session_id="b"))
-        wa = _append_turns(a, 2)
-        wb = _append_turns(b, 3)
-        wa += _append_turns(a, 1, first_turn=3)
+        wa = append_turns(a, 2)
+        wb = append_turns(b, 3)
+        wa += append_turns(a, 1, first_turn=3)
         a.close()
         b.close()
         reader = open_store()
-        assert _lines(reader.load("a").events) == _lines(wa)
-        assert _lines(reader.load("b").events) == _lines(wb)
+        assert event_lines(reader.load("a").events) == event_lines(wa)
+        assert event_lines(reader.load("b").events) == event_lines(wb)
 
     # --- missing -----------------------------------------------------------------------------
 
@@ -413,115 +390,3 @@ class StoreConformance:
         listed = open_store().list_sessions()
         session.close()
         assert listed == [session.header]
-
-    # --- open turns --------------------------------------------------------------------------
-
-    @staticmethod
-    def _open_turn(session: Session) -> list[Event]:
-        """Append a complete turn, then a turn left open at a pending tool call."""
-        done = _append_turns(session, 1)
-        n = session.next_seq
-        open_part = [
-            turn_start(n, event_time(n), 2),
-            step_start(n + 1, event_time(n + 1), 2, 1),
-            tool_call(n + 2, event_time(n + 2), 2, 1, "call-a", "bash", "{}"),
-            tool_call(n + 3, event_time(n + 3), 2, 1, "call-b", "read", "{}"),
-            tool_result(n + 4, event_time(n + 4), 2, 1, "call-a", "ok", False),
-        ]
-        for event in open_part:
-            session.add(event)
-        session.flush()
-        return [*done, *open_part]
-
-    @staticmethod
-    def _assert_closed_view(log: SessionLog, stored: list[Event]) -> None:
-        n = len(stored)
-        assert _lines(log.events[:n]) == _lines(stored)
-        closers = log.events[n:]
-        assert [e.type for e in closers] == ["tool/result", "step/end", "turn/end"]
-        assert [e.seq for e in closers] == [n, n + 1, n + 2]
-        assert closers[0].data["callId"] == "call-b"
-        assert closers[0].data["isError"] is True
-        assert closers[1].data == {"turn": 2, "step": 1}
-        assert closers[2].data == {"turn": 2, "reason": {"kind": "interrupted"}}
-
-    def test_load_closes_an_open_turn_in_the_view_without_writing(
-        self, open_store: StoreFactory
-    ) -> None:
-        session = open_store().create(CreateOptions(session_id="o"))
-        stored = self._open_turn(session)
-        # the writer is still open: if load wrote its closers, this writer's next batch
-        # would no longer continue the log
-        self._assert_closed_view(open_store().load("o"), stored)
-        self._assert_closed_view(open_store().load("o"), stored)
-        n = session.next_seq
-        rest = [tool_result(n, event_time(n), 2, 1, "call-b", "real", False)]
-        for event in rest:
-            session.add(event)
-        session.close()
-        # closed without a turn/end: still open, so the view closes it again
-        view = open_store().load("o")
-        assert _lines(view.events[: n + 1]) == _lines([*stored, *rest])
-        assert [e.type for e in view.events[n + 1 :]] == ["step/end", "turn/end"]
-
-    def test_resume_persists_the_closers(self, open_store: StoreFactory) -> None:
-        session = open_store().create(CreateOptions(session_id="p"))
-        stored = self._open_turn(session)
-        session.close()
-        resumed = open_store().resume("p")
-        self._assert_closed_view(SessionLog(resumed.header, list(resumed.events)), stored)
-        closers = list(resumed.events[len(stored) :])
-        assert resumed.next_seq == len(stored) + 3
-        more = _append_turns(resumed, 1, first_turn=3)
-        resumed.close()
-        loaded = open_store().load("p")
-        assert _lines(loaded.events) == _lines([*stored, *closers, *more])
-        # a second resume finds nothing to close
-        again = open_store().resume("p")
-        again.close()
-        assert _lines(again.events) == _lines(loaded.events)
-
-    def test_load_of_completed_log_adds_nothing(self, open_store: StoreFactory) -> None:
-        session = open_store().create(CreateOptions(session_id="done"))
-        written = _append_turns(session, 2)
-        session.close()
-        assert _lines(open_store().load("done").events) == _lines(written)
-        resumed = open_store().resume("done")
-        resumed.close()
-        assert _lines(resumed.events) == _lines(written)
-
-    # --- torn tails ----------------------------------------------------------------------------
-
-    @pytest.mark.parametrize("ends_open", [False, True], ids=["after-turn-end", "mid-turn"])
-    def test_torn_tail_is_cut_on_load_and_repaired_on_resume(
-        self,
-        open_store: StoreFactory,
-        tear_tail: Callable[[str, bytes], None] | None,
-        ends_open: bool,
-    ) -> None:
-        if tear_tail is None:
-            pytest.skip("this backend commits each append as a transaction: no torn tails")
-        session = open_store().create(CreateOptions(session_id="torn"))
-        stored = self._open_turn(session) if ends_open else _append_turns(session, 2)
-        session.close()
-        n = len(stored)
-        partial = dumps_event(synthetic_turn(n, 7)[0])
-        tear_tail("torn", partial[: len(partial) // 2].encode("utf-8"))
-
-        view = open_store().load("torn")
-        if ends_open:
-            self._assert_closed_view(view, stored)
-        else:
-            assert _lines(view.events) == _lines(stored)
-        again = open_store().load("torn").events  # closers may carry the time of the load
-        assert [(e.type, e.seq, e.data) for e in again] == [
-            (e.type, e.seq, e.data) for e in view.events
-        ]
-
-        resumed = open_store().resume("torn")
-        assert [e.type for e in resumed.events[n:]] == [e.type for e in view.events[n:]]
-        more = _append_turns(resumed, 1, first_turn=8)
-        resumed.close()
-        loaded = open_store().load("torn")
-        assert _lines(loaded.events) == _lines(resumed.events)
-        assert _lines(loaded.events[len(loaded.events) - len(more) :]) == _lines(more)

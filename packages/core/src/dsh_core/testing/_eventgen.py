@@ -6,6 +6,8 @@ that only knows ``(first_seq, turn)`` can recompute the exact bytes another proc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dsh_core._events import (
     Event,
     Usage,
@@ -19,8 +21,10 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._logformat import dumps_event
+from dsh_core._session import Session
 
-__all__ = ["TIME_BASE", "event_time", "synthetic_turn"]
+__all__ = ["TIME_BASE", "append_turns", "event_lines", "event_time", "synthetic_turn"]
 
 TIME_BASE = 1_780_000_000_000
 
@@ -95,3 +99,19 @@ def synthetic_turn(first_seq: int, turn: int) -> list[Event]:
     events.append(step_end(seq(), at(), turn, step))
     events.append(turn_end(seq(), at(), turn, "completed"))
     return events
+
+
+def event_lines(events: Sequence[Event]) -> list[str]:
+    """Each event as its log line, for comparing events by the exact bytes a store keeps."""
+    return [dumps_event(event) for event in events]
+
+
+def append_turns(session: Session, count: int, first_turn: int = 1) -> list[Event]:
+    """Append ``count`` whole synthetic turns, one flush (one store batch) per turn."""
+    written: list[Event] = []
+    for turn in range(first_turn, first_turn + count):
+        for event in synthetic_turn(session.next_seq, turn):
+            session.add(event)
+            written.append(event)
+        session.flush()
+    return written

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsh_core._errors import SeqError, SessionBusyError, SessionExistsError, SessionNotFoundError
+from dsh_core._errors import SessionBusyError, SessionExistsError, SessionNotFoundError
 from dsh_core._events import Event, SessionHeader
 from dsh_core._logformat import SessionLog
-from dsh_core._session import CreateOptions, Session, close_open_turn, prepare_header
+from dsh_core._session import (
+    CreateOptions,
+    Session,
+    check_batch,
+    close_open_turn,
+    prepare_header,
+)
 
 __all__ = ["InMemorySessionStore"]
 
@@ -20,13 +26,7 @@ class _MemoryWriter:
 
     def append(self, events: Sequence[Event]) -> None:
         stored = self._store._logs[self._id]
-        expected = len(stored.events)
-        for offset, event in enumerate(events):
-            if event.seq != expected + offset:
-                raise SeqError(
-                    f"session {self._id}: batch does not continue the log "
-                    f"(expected seq {expected + offset}, got {event.seq})"
-                )
+        check_batch(f"session {self._id}", events, len(stored.events))
         stored.events.extend(events)
 
     def close(self) -> None:

@@ -1,0 +1,71 @@
+"""Reading a recording root back: ``recorded_logs`` and ``is_recording_root``, in both stores.
+
+Only dsh-llm-proxy knows where a root keeps its sessions; these tests pin what its readers
+(the gate's harvest, ``dsh-snapshot show``) get from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsh_core import CreateOptions, LogFormatError, SessionMeta
+from dsh_core.testing import synthetic_turn
+from dsh_llm_proxy import StoreKind, is_recording_root, open_store, recorded_logs
+
+STORES: tuple[StoreKind, ...] = ("jsonl", "sqlite")
+
+
+def _record(root: Path, kind: StoreKind) -> None:
+    """A child created first but with the later ``createdAt``, and a parent left mid-turn."""
+    store = open_store(root, kind)
+    try:
+        store.create(
+            CreateOptions("child", synthetic_turn(0, 1), SessionMeta(created_at=20))
+        ).close()
+        parent = store.create(CreateOptions("parent", meta=SessionMeta(created_at=10)))
+        for event in synthetic_turn(0, 1)[:5]:  # the turn stays open: no turn/end
+            parent.add(event)
+        parent.close()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_root_is_read_in_creation_order_exactly_as_written(
+    tmp_path: Path, kind: StoreKind
+) -> None:
+    _record(tmp_path, kind)
+    assert is_recording_root(tmp_path)
+    logs = recorded_logs(tmp_path)
+    assert [log.header.id for _, log in logs] == ["parent", "child"]
+    names = [name for name, _ in logs]
+    if kind == "jsonl":
+        assert names == ["parent.jsonl", "child.jsonl"]
+    else:
+        assert names == ["sessions.db:parent", "sessions.db:child"]
+    parent = logs[0][1]
+    assert len(parent.events) == 5  # the open turn is not closed by the reader
+    assert [e.type for e in logs[1][1].events] == [e.type for e in synthetic_turn(0, 1)]
+
+
+def test_a_folder_without_recorded_sessions_is_not_a_root(tmp_path: Path) -> None:
+    assert not is_recording_root(tmp_path / "absent")
+    assert not is_recording_root(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a log")
+    (tmp_path / ".hidden.jsonl").write_text("not ours either")
+    assert not is_recording_root(tmp_path)
+    assert recorded_logs(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden.jsonl", "notes.txt"]
+
+
+def test_a_damaged_log_still_marks_a_root_and_reading_it_names_the_file(tmp_path: Path) -> None:
+    _record(tmp_path, "jsonl")
+    damaged = tmp_path / "child.jsonl"
+    damaged.write_text('{"type":"session","version":0,"id":"child"\n')
+    assert is_recording_root(tmp_path)
+    with pytest.raises(LogFormatError) as caught:
+        recorded_logs(tmp_path)
+    assert caught.value.source == str(damaged)
+    assert caught.value.line == 1
