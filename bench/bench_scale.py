@@ -132,88 +132,6 @@ print(json.dumps([cold, warm]))
     return cold, warm, statistics.median(imports)
 
 
-IMPORT_TARGET_MS = 250.0
-# Cumulative import steps of a cold agent, each a fresh interpreter (CPU, best of the runs).
-_IMPORT_STEPS = [
-    ("bare interpreter", "pass"),
-    ("+ asyncio", "import asyncio"),
-    ("+ pydantic `BaseModel`", "import asyncio; from pydantic import BaseModel"),
-    ("+ pydantic-settings", "import asyncio, pydantic_settings"),
-    (
-        "+ dsh core, replay client, stores, subagents, the agent's own modules (no `acp`)",
-        "import dsh_core, dsh_llm_replay, dsh_persistence_jsonl, dsh_persistence_sqlite, "
-        "dsh_subagent_fork, dsh_subagent_spawn, dsh_acp_agent._settings, "
-        "dsh_acp_agent._transport, dsh_acp_agent._updates",
-    ),
-    (
-        "+ `acp` (its package imports the whole schema): the agent as it serves",
-        "import dsh_acp_agent._main, dsh_llm_replay, dsh_persistence_jsonl, dsh_persistence_sqlite",
-    ),
-]
-
-
-def import_steps(env: dict[str, str], runs: int) -> list[tuple[str, float]]:
-    """CPU seconds (user + system, best of ``runs``) of each cumulative import step."""
-    out: list[tuple[str, float]] = []
-    for label, code in _IMPORT_STEPS:
-        loop = (
-            "import resource, subprocess, sys\n"
-            "best = 1e9\n"
-            f"for _ in range({runs}):\n"
-            "    before = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-            f"    subprocess.run([sys.executable, '-c', {code!r}], check=True)\n"
-            "    after = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-            "    best = min(best, after.ru_utime - before.ru_utime + after.ru_stime"
-            " - before.ru_stime)\n"
-            "print(best)\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", loop], env=env, capture_output=True, text=True, check=True
-        )
-        out.append((label, float(done.stdout.strip())))
-    return out
-
-
-def _import_lines(steps: list[tuple[str, float]]) -> list[str]:
-    """The cold agent's import cost, step by step, against the target."""
-    total = steps[-1][1] * 1000
-    lines = [
-        "",
-        "Where a cold agent's start-up goes: each row imports everything above it too, in a "
-        "fresh interpreter (CPU ms, user + system, best of the runs; the bench environment "
-        "also holds `openai-agents`, whose `opentelemetry` the `acp` package picks up).\n",
-        "| cumulative import | CPU ms | step ms |",
-        "|---|---:|---:|",
-    ]
-    previous = 0.0
-    for label, cpu in steps:
-        lines.append(f"| {label} | {cpu * 1000:.0f} | {(cpu - previous) * 1000:+.0f} |")
-        previous = cpu
-    pydantic_ms = (steps[3][1] - steps[1][1]) * 1000
-    without_acp = steps[4][1] * 1000
-    acp_ms = total - without_acp
-    verdict = "met" if total <= IMPORT_TARGET_MS else "missed"
-    if without_acp <= IMPORT_TARGET_MS:
-        remedy = (
-            f"without it the agent would start in {without_acp:.0f} ms, so the target hinges "
-            "on serving JSON-RPC without the `acp` package (its `__init__` imports the whole "
-            "schema, even for `acp.connection`) and validating the five requests it serves "
-            "with models of its own"
-        )
-    else:
-        remedy = (
-            f"even without it the agent would start in {without_acp:.0f} ms, of which "
-            f"pydantic and pydantic-settings are {pydantic_ms:.0f} ms: the target also needs "
-            "the settings read without pydantic-settings at start"
-        )
-    lines += [
-        "",
-        f"- Agent import on the cold path: **{total:.0f} ms** CPU (target ≤ "
-        f"{IMPORT_TARGET_MS:g} ms: {verdict}). `acp` is {acp_ms:.0f} ms of it; {remedy}.",
-    ]
-    return lines
-
-
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -237,7 +155,6 @@ def run(quick: bool) -> str:
         )
         bare = statistics.median(bare_cpu(env, 10) for _ in range(3))
         cold_init, warm_init, import_s = served_initialize(env, 3 if quick else 5)
-        imports = import_steps(env, 3 if quick else 7)
         rows: list[tuple[str, int, int, TreeRun]] = []
         for k in ks:
             folder, scenarios = copies(tmp / f"k{k}", k)
@@ -295,9 +212,8 @@ def run(quick: bool) -> str:
         f"- Time to a served `initialize` (median): cold (fresh interpreter) "
         f"{cold_init * 1000:.0f} ms, warm (forked) {warm_init * 1000:.0f} ms; "
         f"`python -c 'import dsh_acp_agent'` {import_s * 1000:.0f} ms wall (the package "
-        "imports lazily; serving needs the `acp` schema, most of the cold start)."
+        "imports lazily; where a cold start goes: the agent start-up section)."
     )
-    lines += _import_lines(imports)
     return "\n".join(lines) + "\n"
 
 

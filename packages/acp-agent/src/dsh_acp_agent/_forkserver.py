@@ -1,14 +1,14 @@
 """A warm agent: one pre-imported parent that forks a fresh agent process per run.
 
-Starting ``dsh-acp-agent`` costs an interpreter start and the imports of the ``acp`` schema,
-pydantic, httpx and the stores: hundreds of milliseconds of CPU per process, against a few
-milliseconds for the run itself. :class:`AgentForkServer` pays that once. It starts a server
-process (``python -m dsh_acp_agent._forkserver``) that imports the agent and then waits; each
-:meth:`AgentForkServer.spawn` hands it three pipe ends over a Unix socket (``SCM_RIGHTS``), and
-the server forks a child that makes them its stdin, stdout and stderr, enters the requested
-cwd, replaces its whole environment and runs the agent's ``main`` — a process of its own, as
-fresh as a cold start except for the modules already imported (which nothing mutates before
-the fork: the server runs no agent code itself).
+Starting ``dsh-acp-agent`` costs an interpreter start and the imports of asyncio, pydantic,
+pydantic-settings, the model client and the store: hundreds of milliseconds of CPU per process,
+against a few milliseconds for the run itself. :class:`AgentForkServer` pays that once. It
+starts a server process (``python -m dsh_acp_agent._forkserver``) that imports the agent and
+then waits; each :meth:`AgentForkServer.spawn` hands it three pipe ends over a Unix socket
+(``SCM_RIGHTS``), and the server forks a child that makes them its stdin, stdout and stderr,
+enters the requested cwd, replaces its whole environment and runs the agent's ``main`` — a
+process of its own, as fresh as a cold start except for the modules already imported (which
+nothing mutates before the fork: the server runs no agent code itself).
 
 The server is single-threaded (``fork`` is only safe then) and serves one child at a time: a
 gate keeps one server per worker. It reaps its child through a pidfd, so a kill it is asked for

@@ -8,21 +8,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from acp.connection import Connection
-from acp.exceptions import RequestError
-from acp.meta import AGENT_METHODS, CLIENT_METHODS
-from acp.router import MessageRouter
-from acp.schema import (
-    CancelNotification,
-    InitializeRequest,
-    LoadSessionRequest,
-    NewSessionRequest,
-    PromptRequest,
-)
-from pydantic import ValidationError
-
+from dsh_acp_agent._connection import MessageTransport, ProtocolError, RpcConnection
+from dsh_acp_agent._requests import RequestDispatcher
 from dsh_acp_agent._updates import JsonObject, UpdateMapper, replay_updates
 from dsh_core import (
     Agent,
@@ -38,12 +27,17 @@ from dsh_core import (
     TurnOutcome,
 )
 
+if TYPE_CHECKING:
+    from acp.router import MessageRouter
+
 __all__ = ["AGENT_NAME", "AcpServer", "ProtocolError", "build_router", "package_version"]
 
 _log = logging.getLogger("dsh_acp_agent")
 
 AGENT_NAME = "dsh-acp-agent"
 PROTOCOL_VERSION = 1
+
+SESSION_UPDATE = "session/update"
 
 _STOP_REASONS = {"completed": "end_turn", "aborted": "cancelled", "max-tokens": "max_tokens"}
 
@@ -56,18 +50,8 @@ def package_version() -> str:
         return "0.0.0"
 
 
-class ProtocolError(RequestError):
-    """A JSON-RPC error whose frame omits ``data`` when there is none (upstream's shape)."""
-
-    def to_error_obj(self) -> dict[str, Any]:
-        obj: dict[str, Any] = {"code": self.code, "message": str(self)}
-        if self.data is not None:
-            obj["data"] = self.data
-        return obj
-
-
 class Notifier(Protocol):
-    """Where ``session/update`` notifications go (the ``acp`` connection)."""
+    """Where ``session/update`` notifications go (the JSON-RPC connection)."""
 
     async def send_notification(self, method: str, params: Any | None = None) -> None: ...
 
@@ -101,7 +85,7 @@ class _UpdatePump:
         await self._task
 
     async def _drain(self) -> None:
-        method = CLIENT_METHODS["session_update"]
+        method = SESSION_UPDATE
         while (update := await self._queue.get()) is not None:
             try:
                 await self._notifier.send_notification(
@@ -194,7 +178,7 @@ class AcpServer:
             live = _LiveSession(session)
             self._sessions[session_id] = live
         notifier = self._notify_target()
-        method = CLIENT_METHODS["session_update"]
+        method = SESSION_UPDATE
         async with live.lock:
             for update in replay_updates(live.session.events):
                 await notifier.send_notification(
@@ -210,11 +194,7 @@ class AcpServer:
             raise ProtocolError(
                 -32602, f"Invalid params: session {session_id} is already running a prompt"
             )
-        text = "".join(
-            str(getattr(block, "text", ""))
-            for block in prompt
-            if getattr(block, "type", None) == "text"
-        )
+        text = "".join(_block_text(block) for block in prompt)
         async with live.lock:
             outcome = await self._run_turn(live, text)
         if outcome.kind == "error" or outcome.kind not in _STOP_REASONS:
@@ -290,6 +270,15 @@ def _cancel_turn(live: _LiveSession) -> None:
         live.cancel_pending = True
 
 
+def _block_text(block: Any) -> str:
+    """A prompt block's text, or ``""`` for other kinds: a plain request's blocks are dicts,
+    those ``acp``'s router validated are ``acp.schema`` models."""
+    if isinstance(block, dict):
+        fields = cast(dict[str, Any], block)
+        return str(fields.get("text", "")) if fields.get("type") == "text" else ""
+    return str(getattr(block, "text", "")) if getattr(block, "type", None) == "text" else ""
+
+
 def _unknown_session(session_id: str) -> ProtocolError:
     return ProtocolError(
         -32602, f"Invalid params: unknown session {session_id}", {"sessionId": session_id}
@@ -297,7 +286,21 @@ def _unknown_session(session_id: str) -> ProtocolError:
 
 
 def build_router(server: AcpServer) -> MessageRouter:
-    """``acp``'s router with the methods this agent serves bound to ``server``."""
+    """``acp``'s router with the methods this agent serves bound to ``server``.
+
+    The connection routes plain requests itself and only the rest through this router, so
+    building it (and importing ``acp``'s schema) happens at the first request that needs it.
+    """
+    from acp.meta import AGENT_METHODS  # noqa: PLC0415 (imports the whole acp schema)
+    from acp.router import MessageRouter  # noqa: PLC0415
+    from acp.schema import (  # noqa: PLC0415
+        CancelNotification,
+        InitializeRequest,
+        LoadSessionRequest,
+        NewSessionRequest,
+        PromptRequest,
+    )
+
     router = MessageRouter()
     router.route_request(AGENT_METHODS["initialize"], InitializeRequest, server, "initialize")
     router.route_request(AGENT_METHODS["session_new"], NewSessionRequest, server, "new_session")
@@ -307,28 +310,8 @@ def build_router(server: AcpServer) -> MessageRouter:
     return router
 
 
-def connect(server: AcpServer, transport: Any) -> Connection:
-    """The ``acp`` connection serving ``server`` over ``transport`` (not yet listening)."""
-    conn = Connection(_quiet_notifications(build_router(server)), transport, listening=False)
+def connect(server: AcpServer, transport: MessageTransport) -> RpcConnection:
+    """The connection serving ``server`` over ``transport`` (not yet listening)."""
+    conn = RpcConnection(RequestDispatcher(server, lambda: build_router(server)), transport)
     server.bind(conn)
     return conn
-
-
-def _quiet_notifications(router: MessageRouter) -> Any:
-    """``router``, except that a notification it cannot handle is dropped with one log line.
-
-    JSON-RPC gives a notification no answer, and ``acp`` would log a traceback for an unknown
-    method or bad params; a newer client's notifications are expected and harmless.
-    """
-
-    async def handle(method: str, params: Any, is_notification: bool) -> Any:
-        if not is_notification:
-            return await router(method, params, is_notification)
-        try:
-            return await router(method, params, is_notification)
-        except (RequestError, ValidationError) as exc:
-            reason = "unknown method" if isinstance(exc, RequestError) else "invalid params"
-            _log.info("ignored notification %s: %s", method, reason)
-            return None
-
-    return handle
