@@ -27,6 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
+OURS = SNAPSHOTS / "sdk"
+"""Our agent's scenarios: the scale table's. A foreign agent (``snapshots/foreign``) is never
+forked (it is not ours to pre-import) and starts ``dsh-llm-proxy`` per run, so its cost is its
+own row, not folded into ours."""
+FOREIGN = SNAPSHOTS / "foreign"
 CPU_TARGET = 8.0
 K50_TARGET_S = 120.0
 
@@ -79,12 +84,12 @@ def bare_cpu(env: dict[str, str], runs: int) -> float:
     return tree([sys.executable, "-c", loop], env).cpu / runs
 
 
-def copies(target: Path, k: int) -> tuple[Path, int]:
-    """``k`` copies of ``snapshots/`` under ``target``; the folder and the scenario count."""
+def copies(target: Path, k: int, source: Path = OURS) -> tuple[Path, int]:
+    """``k`` copies of ``source`` under ``target``; the folder and the scenario count."""
     target.mkdir(parents=True)
     count = 0
     for i in range(k):
-        shutil.copytree(SNAPSHOTS, target / f"copy{i:03d}")
+        shutil.copytree(source, target / f"copy{i:03d}" / source.name)
     count = sum(1 for _ in target.rglob("input.json"))
     return target, count
 
@@ -164,9 +169,15 @@ def run(quick: bool) -> str:
             if k == ks[0]:
                 rows.append(("cold", k, 2 * scenarios, tree([*argv, "--cold"], env)))
             shutil.rmtree(folder)
+        folder, scenarios = copies(tmp / "foreign", 1, FOREIGN)
+        argv = [gate, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
+        rows.append(("foreign agent", 1, 2 * scenarios, tree(argv, env)))
+        print(f"bench: scale foreign: {rows[-1][3]} (load {_load()})", file=sys.stderr)
     lines += [
         "## The gate at scale (`bench/bench_scale.py`)\n",
-        "`dsh-snapshot replay` over K copies of `snapshots/` (both backends, `--jobs 2`): wall "
+        "`dsh-snapshot replay` over K copies of our agent's scenarios (`snapshots/sdk`, both "
+        "backends, `--jobs 2`), and once over `snapshots/foreign` (an ACP agent we did not "
+        "write: a fresh interpreter and a `dsh-llm-proxy` per run, never forked): wall "
         "time, runs per second, and the CPU of the whole process tree (gate, fork servers, "
         "every agent) per run as a multiple of a bare `python -c pass` measured in the same "
         f"run ({bare * 1000:.1f} ms CPU). *Peak RSS* is the largest single process in the "
