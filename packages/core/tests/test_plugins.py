@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pydantic_settings import BaseSettings
 
 from dsh_core import CreateOptions, SessionMeta, render_log
 from dsh_core import plugins as registry
@@ -21,6 +22,7 @@ from dsh_core.plugins import (
     BrokenPluginError,
     UnknownPluginError,
     create_model,
+    env_prefix,
     model_env_prefixes,
     model_provider,
     model_provider_names,
@@ -148,6 +150,19 @@ def test_names_come_from_the_installed_entry_points(installed: Path) -> None:
     assert {"good", "model-makes-an-int"} <= set(model_provider_names())
     assert "FAKE_MODEL_API_KEY" in secret_env_names()
     assert "FAKE_MODEL_" in model_env_prefixes()
+    assert env_prefix(model_provider("good")) == "FAKE_MODEL_"
+
+
+def test_a_provider_without_settings_has_no_env_prefix() -> None:
+    class Unconfigured:
+        name = "unconfigured"
+        settings_model: type[BaseSettings] | None = None
+        secret_env_names: tuple[str, ...] = ()
+
+        def create(self) -> ScriptedModel:
+            return ScriptedModel([])
+
+    assert env_prefix(Unconfigured()) == ""
 
 
 def test_a_good_store_backend_opens_lists_and_exports(installed: Path, tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings
 
 from dsh_acp_agent._exit import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED, EXIT_USAGE
 from dsh_acp_agent._server import AGENT_NAME, AcpServer, connect, package_version
@@ -34,7 +33,7 @@ from dsh_core import (
     SubagentTool,
     ToolSandbox,
 )
-from dsh_core.plugins import create_model, model_provider, open_store
+from dsh_core.plugins import create_model, env_prefix, model_provider, open_store
 from dsh_subagent_fork import ForkBackend
 from dsh_subagent_spawn import SpawnBackend
 
@@ -80,13 +79,8 @@ def build_model(settings: AgentSettings) -> tuple[ModelClient, ConsumedAtExit | 
     try:
         model = create_model(settings.model_client)
     except ValidationError as exc:
-        prefix = "" if provider.settings_model is None else _env_prefix(provider.settings_model)
-        raise SettingsError(describe_validation_error(exc, prefix)) from exc
+        raise SettingsError(describe_validation_error(exc, env_prefix(provider))) from exc
     return model, model if isinstance(model, ConsumedAtExit) else None
-
-
-def _env_prefix(settings_model: type[BaseSettings]) -> str:
-    return str(settings_model.model_config.get("env_prefix") or "")
 
 
 def build_sandbox() -> ToolSandbox:

@@ -43,6 +43,7 @@ __all__ = [
     "StoreBackend",
     "UnknownPluginError",
     "create_model",
+    "env_prefix",
     "model_env_prefixes",
     "model_provider",
     "model_provider_names",
@@ -315,12 +316,16 @@ def secret_env_names() -> tuple[str, ...]:
     return tuple(sorted({n for p in _loadable_providers() for n in p.secret_env_names}))
 
 
+def env_prefix(provider: ModelProvider) -> str:
+    """The ``env_prefix`` of the provider's settings (``DEEPSEEK_``): the variables that
+    configure it; empty when it has no settings model or its settings name no prefix."""
+    if provider.settings_model is None:
+        return ""
+    return str(provider.settings_model.model_config.get("env_prefix") or "")
+
+
 def model_env_prefixes() -> tuple[str, ...]:
     """The ``env_prefix`` of every installed model provider's settings (``DEEPSEEK_``…),
     sorted: what a clean environment for a test agent leaves out."""
-    prefixes = {
-        str(p.settings_model.model_config.get("env_prefix") or "")
-        for p in _loadable_providers()
-        if p.settings_model is not None
-    }
+    prefixes = {env_prefix(p) for p in _loadable_providers()}
     return tuple(sorted(prefix for prefix in prefixes if prefix))

@@ -11,7 +11,7 @@ import os
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, ModelProvider, model_provider
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, ModelProvider, env_prefix, model_provider
 
 __all__ = ["LiveSettings", "key_name", "live_env", "live_provider", "preflight_problem"]
 
@@ -38,16 +38,10 @@ def key_name(provider: ModelProvider) -> str | None:
     return provider.secret_env_names[0] if provider.secret_env_names else None
 
 
-def _env_prefix(provider: ModelProvider) -> str:
-    if provider.settings_model is None:
-        return ""
-    return str(provider.settings_model.model_config.get("env_prefix") or "")
-
-
 def live_env(provider: ModelProvider, api_key: str | None) -> dict[str, str]:
     """What the agent of a live recording gets: the provider's name, every one of its settings
     set here (``DEEPSEEK_MODEL``, ``DEEPSEEK_THINKING``…) and the key."""
-    prefix = _env_prefix(provider)
+    prefix = env_prefix(provider)
     env = {k: v for k, v in os.environ.items() if prefix and k.startswith(prefix) and v}
     env["DSH_MODEL_CLIENT"] = provider.name
     name = key_name(provider)

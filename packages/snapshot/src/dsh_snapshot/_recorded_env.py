@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
-from dsh_core.plugins import PluginError, model_provider
+from dsh_core.plugins import PluginError, env_prefix, model_provider
 from dsh_llm_replay import LIVE_PROVIDER_ENV
 from dsh_snapshot._scenario import META_FILE, Scenario
 
@@ -49,7 +49,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
     except PluginError:
         return env
     settings_model = provider.settings_model
-    prefix = "" if settings_model is None else settings_model.model_config.get("env_prefix")
+    prefix = env_prefix(provider)
     if settings_model is None or not prefix:
         return env  # no variables to set: it is configured some other way
     fields = settings_model.model_fields
