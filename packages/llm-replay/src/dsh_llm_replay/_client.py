@@ -28,6 +28,7 @@ from dsh_llm_replay._errors import (
     RequestDriftError,
     ScriptExhaustedError,
     UnrecordedSessionError,
+    settings_problems,
 )
 from dsh_llm_replay._load import SessionScript, load_session_scripts
 from dsh_llm_replay._ready import touch_marker
@@ -134,9 +135,7 @@ class ReplayModelClient:
             try:
                 settings = ReplaySettings()  # pyright: ignore[reportCallIssue]
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-                )
+                problems = settings_problems(exc)
                 raise ReplayError(f"replay settings are invalid: {problems}") from None
         scripts = load_session_scripts(
             settings.snapshot_file,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from dsh_core import DshError, ModelError, UnterminatedCallError
 from dsh_llm_replay._drift import HeaderDifference
 
@@ -22,6 +24,13 @@ __all__ = [
 
 class ReplayError(DshError):
     """Base class of every replay error (derivation, override, binding, consumption)."""
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """Every problem of a settings validation error, ``field: message``, joined by ``; ``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+    )
 
 
 class UnterminatedGroupError(ReplayError, UnterminatedCallError):

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from dsh_core import RequestConfig
 from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, PluginError, model_provider
 from dsh_llm_replay._client import ReplayModelClient
-from dsh_llm_replay._errors import ReplayError
+from dsh_llm_replay._errors import ReplayError, settings_problems
 from dsh_llm_replay._settings import ReplaySettings
 
 __all__ = ["LIVE_PROVIDER_ENV", "MODEL_PROVIDER", "ReplayProvider", "live_request_config"]
@@ -41,9 +41,7 @@ def live_request_config() -> RequestConfig | None:
     try:
         config = cast(RequestConfig, hook())
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = settings_problems(exc)
         raise ReplayError(f"the live provider {name!r} has invalid settings: {problems}") from None
     return config
 
