@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
+import sys
+import types
 
 import pytest
+
+from dsh_core.testing import assert_public_api
 
 _PUBLIC: dict[str, list[str]] = {
     "dsh_core": [
@@ -156,6 +159,7 @@ _PUBLIC: dict[str, list[str]] = {
         "ScriptLike",
         "ScriptedModel",
         "StoreConformance",
+        "assert_public_api",
         "crash_kills",
         "event_time",
         "normalized_rows",
@@ -170,9 +174,22 @@ _PUBLIC: dict[str, list[str]] = {
 
 @pytest.mark.parametrize("name", list(_PUBLIC))
 def test_public_names_are_pinned(name: str) -> None:
-    declared: list[str] = list(importlib.import_module(name).__all__)
-    assert sorted(declared) == _PUBLIC[name]
-    assert len(set(declared)) == len(declared)  # no name listed twice
-    module = importlib.import_module(name)
-    for public in declared:
-        assert hasattr(module, public), public
+    assert_public_api(name, _PUBLIC[name])
+
+
+@pytest.mark.parametrize(
+    ("declared", "pinned"),
+    [
+        pytest.param(["b", "a"], ["a"], id="a name added without pinning it"),
+        pytest.param(["a", "a"], ["a", "a"], id="a name listed twice"),
+        pytest.param(["a", "missing"], ["a", "missing"], id="a declared name the module lacks"),
+    ],
+)
+def test_the_pin_fails_on_an_undeliberate_change(
+    monkeypatch: pytest.MonkeyPatch, declared: list[str], pinned: list[str]
+) -> None:
+    module = types.ModuleType("dsh_pinned_example")
+    module.__dict__.update(a=1, b=2, __all__=declared)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    with pytest.raises(AssertionError):
+        assert_public_api(module.__name__, pinned)

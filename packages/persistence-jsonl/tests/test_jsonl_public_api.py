@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
+
+from dsh_core.testing import assert_public_api
 
 _PUBLIC: dict[str, list[str]] = {
     "dsh_persistence_jsonl": [
@@ -16,9 +16,4 @@ _PUBLIC: dict[str, list[str]] = {
 
 @pytest.mark.parametrize("name", list(_PUBLIC))
 def test_public_names_are_pinned(name: str) -> None:
-    declared: list[str] = list(importlib.import_module(name).__all__)
-    assert sorted(declared) == _PUBLIC[name]
-    assert len(set(declared)) == len(declared)  # no name listed twice
-    module = importlib.import_module(name)
-    for public in declared:
-        assert hasattr(module, public), public
+    assert_public_api(name, _PUBLIC[name])

@@ -6,7 +6,8 @@ its own factory; ``run_crash_trials`` SIGKILLs a writer subprocess at random mom
 checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs every
 reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that compare logs
 with the upstream recordings; ``tool_context`` lets a test call one tool directly;
-``ScriptedModel`` plays scripts in process through the core script player.
+``assert_public_api`` pins a package's ``__all__``; ``ScriptedModel`` plays scripts in
+process through the core script player.
 ``StoreConformance`` needs pytest and is imported on first use, so ``import dsh_core.testing``
 works without it.
 """
@@ -21,6 +22,7 @@ from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
 from dsh_core.testing._memory import InMemorySessionStore
+from dsh_core.testing._public_api import assert_public_api
 from dsh_core.testing._scripted import (
     SCRIPTED_REQUEST_CONFIG,
     ScriptedModel,
@@ -43,6 +45,7 @@ __all__ = [
     "ScriptLike",
     "ScriptedModel",
     "StoreConformance",
+    "assert_public_api",
     "crash_kills",
     "event_time",
     "normalized_rows",
