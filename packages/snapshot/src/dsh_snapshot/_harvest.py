@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from dsh_core import (
     SessionLog,
@@ -29,7 +29,7 @@ from dsh_core import (
 from dsh_core.plugins import store_backend
 from dsh_snapshot._scenario import Scenario
 
-__all__ = ["expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
+__all__ = ["FileCache", "expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
 
 
 def _harvest_texts(root: Path, persistence: str) -> list[str]:
@@ -76,29 +76,46 @@ def normalized_outputs(
     return [normalize_log(log, norm) for log in logs], normalize_frames(frames, norm)
 
 
-_EXPECTED_CACHE_SIZE = 64
-_expected_cache: OrderedDict[tuple[Any, ...], tuple[list[list[Any]], list[Any]]] = OrderedDict()
-_expected_lock = threading.Lock()
+_T = TypeVar("_T")
+
+
+class FileCache(Generic[_T]):
+    """Values computed from a scenario's fixture files, each computed once and shared by every
+    run of the scenario (every backend, every worker thread).
+
+    Keyed by each file's path, size and mtime, so a rewritten fixture is read again; the least
+    recently used of more than ``size`` entries is dropped. Values are shared: callers only
+    read them.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._values: OrderedDict[tuple[Any, ...], _T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, files: Sequence[Path], compute: Callable[[], _T]) -> _T:
+        """The value for ``files`` as they are now, from ``compute`` when not yet known."""
+        key = tuple((str(p), *_signature(p)) for p in files)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+        return value
+
+
+_expected_cache: FileCache[tuple[list[list[Any]], list[Any]]] = FileCache()
 
 
 def expected_fixtures(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
-    """The normalised fixtures, parsed once per scenario and shared by every backend's run.
-
-    Keyed by each file's path, size and mtime, so a rewritten fixture is read again. The
-    result is shared: callers only read it.
-    """
+    """The normalised fixtures, parsed once per scenario and shared by every backend's run
+    (see :class:`FileCache`)."""
     files = [*scenario.session_files, scenario.stdout_file]
-    key = tuple((str(p), *_signature(p)) for p in files)
-    with _expected_lock:
-        if key in _expected_cache:
-            _expected_cache.move_to_end(key)
-            return _expected_cache[key]
-    value = _read_expected(scenario)
-    with _expected_lock:
-        _expected_cache[key] = value
-        while len(_expected_cache) > _EXPECTED_CACHE_SIZE:
-            _expected_cache.popitem(last=False)
-    return value
+    return _expected_cache.get(files, lambda: _read_expected(scenario))
 
 
 def _signature(path: Path) -> tuple[int, int]:

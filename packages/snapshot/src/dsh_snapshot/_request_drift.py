@@ -12,8 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from dsh_core import DshError, read_log_text
+from dsh_core import DshError, read_log_file
 from dsh_llm_replay import RecordedHeaders, ReplayReport, RequestDriftError, recorded_headers
+from dsh_snapshot._harvest import FileCache
 
 __all__ = ["drift_failures", "header_note", "header_summary"]
 
@@ -30,13 +31,21 @@ def drift_failures(report: ReplayReport) -> list[str]:
 
 
 def _headers(path: Path) -> RecordedHeaders:
-    log = read_log_text(path.read_text(encoding="utf-8"), str(path))
+    log = read_log_file(path)
     return recorded_headers(log.events[log.header.effective_seed_length :])
+
+
+_notes: FileCache[str] = FileCache()
 
 
 def header_note(session_files: Sequence[Path]) -> str:
     """The scenario's request-header note, e.g. ``request header: not recorded (june-era),
-    not checked``; mixed recordings name the status of each file."""
+    not checked``; mixed recordings name the status of each file. Read once per scenario and
+    shared by every backend's run, as the expected fixtures are."""
+    return _notes.get(session_files, lambda: _read_note(session_files))
+
+
+def _read_note(session_files: Sequence[Path]) -> str:
     notes: dict[str, list[str]] = {}
     for path in session_files:
         try:
