@@ -298,7 +298,9 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
             "agent": cast(ForeignAgent | None, getattr(args, "foreign_agent", None)),
         }
     if command == "replay":
-        fields["persistences"] = tuple(_chosen_persistences(args))
+        chosen = _chosen_persistences(args)
+        if chosen:  # else the settings' default: every installed backend
+            fields["persistences"] = tuple(chosen)
     elif command == "refresh":
         fields["mode"] = "refresh"
     elif command == "record":
@@ -369,13 +371,13 @@ def _run(
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
-def _chosen_persistences(ns: argparse.Namespace) -> list[str]:
+def _chosen_persistences(ns: argparse.Namespace) -> list[str] | None:
     chosen = cast(list[str] | None, ns.persistence)
     old = cast(list[str] | None, ns.composition)
     if old is not None:
         print("dsh-snapshot: --composition is deprecated, use --persistence", file=sys.stderr)
         chosen = chosen or old
-    return chosen or store_backend_names()
+    return chosen
 
 
 if __name__ == "__main__":
