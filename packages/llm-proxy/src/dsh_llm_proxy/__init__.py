@@ -17,6 +17,7 @@ from dsh_llm_proxy._root import (
     open_store,
     recorded_logs,
 )
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._server import ProxyServer, load_recording
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "ProxyServer",
+    "Scrub",
     "main",
     # sessions
     "SessionBook",
