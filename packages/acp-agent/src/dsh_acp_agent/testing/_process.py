@@ -17,7 +17,12 @@ from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, SessionLog, read_log_text
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, model_env_prefixes, store_backend
+from dsh_core.plugins import (
+    DEFAULT_STORE_BACKEND,
+    model_env_prefixes,
+    store_backend,
+    store_env_prefixes,
+)
 
 __all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
 
@@ -42,13 +47,19 @@ def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This environment minus every ``DSH_*`` variable and every installed model provider's
     (``DEEPSEEK_*``…), plus ``overrides``.
 
-    ``DSH_ALLOW_MODEL_REQUESTS`` is kept: a test run's "no live calls" reaches its agents.
+    Kept: ``DSH_ALLOW_MODEL_REQUESTS`` (a test run's "no live calls" reaches its agents) and
+    the variables of every installed store backend's ``env_prefixes`` (``DSH_POSTGRES_*``,
+    ``PG*``): the agent must reach the store its caller configured, as a server store's
+    address is no part of a scenario.
     """
     dropped = ("DSH_", *model_env_prefixes())
+    kept = store_env_prefixes()
     env = {
         key: value
         for key, value in os.environ.items()
-        if key == ALLOW_MODEL_REQUESTS_ENV or not key.startswith(dropped)
+        if key == ALLOW_MODEL_REQUESTS_ENV
+        or (kept and key.startswith(kept))
+        or not key.startswith(dropped)
     }
     env.update(overrides)
     return env
