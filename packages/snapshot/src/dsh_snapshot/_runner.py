@@ -21,7 +21,7 @@ from typing import Any
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
-from dsh_core.plugins import DEFAULT_STORE_BACKEND
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
 from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -314,8 +314,12 @@ def _run(
         result.failures.extend(f"key scan: {f}" for f in findings)
         return
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
+    # What the run stored goes with it, wherever its store keeps it (a server store's
+    # namespace too, not only the folder below).
+    run_scope = contextlib.ExitStack()
     try:
         cwd, root = tmp / "cwd", tmp / "sessions"
+        run_scope.enter_context(store_run(result.persistence, root))
         if scenario.workspace is not None:
             copy_workspace(scenario.workspace, cwd)
         else:
@@ -441,4 +445,5 @@ def _run(
                 provenance = scenario.meta.provenance
             result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
+        run_scope.close()
         shutil.rmtree(tmp, ignore_errors=True)

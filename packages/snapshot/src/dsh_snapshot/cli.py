@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from dsh_core.plugins import PluginError, store_backend_names
+from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import Selection, run, select
@@ -163,8 +163,9 @@ def _parser() -> argparse.ArgumentParser:
                 type=_persistences,
                 default=None,
                 metavar="NAMES",
-                help="comma-separated store backends (default: every installed one, "
-                f"now {','.join(store_backend_names())})",
+                help="comma-separated store backends (default: every installed embedded "
+                f"one, now {','.join(default_store_backend_names())}; a server store only "
+                "when named)",
             )
             # The option's old name: one setting has one name now (snapshot.yml's key too).
             cmd.add_argument(
@@ -299,7 +300,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         }
     if command == "replay":
         chosen = _chosen_persistences(args)
-        if chosen:  # else the settings' default: every installed backend
+        if chosen:  # else the settings' default: every installed embedded backend
             fields["persistences"] = tuple(chosen)
     elif command == "refresh":
         fields["mode"] = "refresh"
