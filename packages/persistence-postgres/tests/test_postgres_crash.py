@@ -14,15 +14,9 @@ from dsh_persistence_postgres import PostgresSessionStore, PostgresSettings
 SEED = 20261201
 
 
-@pytest.mark.crash
-def test_postgres_survives_sigkill_of_its_writer(
-    tmp_path: Path, settings: PostgresSettings
-) -> None:
+def _kill_writers(root: Path, settings: PostgresSettings, kills: int) -> None:
     # The writer subprocesses find the server through DSH_POSTGRES_DSN (the settings fixture
-    # exported it); the root names the namespace. 10 kills by default keep the default tests
-    # cheap; `nox -s crash` runs 500.
-    root = tmp_path / "crash-root"
-    kills = crash_kills(default=10)
+    # exported it); the root names the namespace.
     report = run_crash_trials(
         "dsh_persistence_postgres:PostgresSessionStore", root, kills=kills, seed=SEED
     )
@@ -40,3 +34,16 @@ def test_postgres_survives_sigkill_of_its_writer(
             e.data["reason"]["kind"] for e in store.load(header.id).events if e.type == "turn/end"
         ]
         assert "interrupted" not in ends, (header.id, report.summary())
+
+
+def test_a_few_kills_of_a_writer_lose_nothing(tmp_path: Path, settings: PostgresSettings) -> None:
+    """The quick form, in the default tests: the harness and the store meet on every run."""
+    _kill_writers(tmp_path / "crash-root", settings, kills=3)
+
+
+@pytest.mark.crash
+def test_postgres_survives_sigkill_of_its_writer(
+    tmp_path: Path, settings: PostgresSettings
+) -> None:
+    """The soak: `nox -s crash` (DSH_CRASH_KILLS, 500 by default)."""
+    _kill_writers(tmp_path / "crash-root", settings, kills=crash_kills())
