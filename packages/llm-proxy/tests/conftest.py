@@ -190,6 +190,3 @@ def roundtrip(tmp_path: Path, upstream_key: str) -> RoundTrip:
         return Recorded(root, recorded, replayed, requests)
 
     return run_both
-
-
-pytest_plugins = ["pytester"]
