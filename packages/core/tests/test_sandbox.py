@@ -95,6 +95,12 @@ def test_allow_listing_passes_harmless_names_and_never_secret_ones() -> None:
     source = {
         "EDITOR": "vi",
         "AWS_SECRET_ACCESS_KEY": key,
+        "AWS_REGION": "eu-west-1",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/c.json",
+        "AZURE_CLIENT_ID": "id",
+        "GH_ENTERPRISE_HOST": "h",
+        "GITHUB_TOKEN": key,
+        "CI_JOB_JWT": key,
         "DEEPSEEK_BASE_URL": "http://x",
         "OPENAI_ORG": "o",
         "dsh_lower": key,

@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 
 from dsh_core import (
+    BashResult,
     BashTool,
+    CollectedOutput,
     OutputCollector,
+    render_bash_result,
 )
 from dsh_core.testing import tool_context
 
@@ -205,14 +208,29 @@ async def test_spill_files_are_owner_only_with_random_names(tmp_path: Path) -> N
     assert _mode(path) == 0o600
 
 
-async def test_spills_default_to_a_private_directory(tmp_path: Path) -> None:
-    text = await _run(tmp_path, _LINES, BashTool(max_output_bytes=500))
-    path = text.rsplit("full output: ", 1)[1].rstrip("]")
-    try:
-        assert os.path.basename(os.path.dirname(path)).startswith("dsh-bash-")
-        assert _mode(os.path.dirname(path)) == 0o700
-    finally:
-        os.unlink(path)
+async def test_spills_default_to_the_runs_private_temp_dir(tmp_path: Path) -> None:
+    # Inside the run (removed with it, visible to the next command), never a shared temp dir.
+    tool = BashTool(max_output_bytes=500)
+    text = await _run(tmp_path, _LINES, tool)
+    path = Path(text.rsplit("full output: ", 1)[1].rstrip("]"))
+    assert path.parent == tool.sandbox.tmp
+    assert _mode(str(path.parent)) == 0o700
+    base = tool.sandbox.tmp.parent
+    del tool
+    assert not path.exists()  # noqa: ASYNC240 - a test's check
+    assert not base.exists()
+
+
+def test_a_spill_file_stops_growing_at_its_cap(tmp_path: Path) -> None:
+    collector = OutputCollector(4, "capped", tmp_path, max_spill_bytes=10)
+    for _ in range(5):
+        collector.push(b"abcd")
+    out = collector.finalize()
+    assert (out.text, out.truncated, out.spill_capped_at) == ("abcd", True, 10)
+    assert out.spill_path is not None
+    assert Path(out.spill_path).read_bytes() == b"abcdabcdab"
+    shown = render_bash_result(BashResult(0, None, False, 1.0, out, CollectedOutput("")))
+    assert shown == f"abcd\n[output truncated; first 10 bytes: {out.spill_path}]"
 
 
 # executor.spec.ts, describe('LocalBashExecutor.run'): the limits BashTool resolves per call

@@ -4,8 +4,10 @@ What the model sees is upstream's (``@deepseek-ai/dsh-tool-bash`` ``renderResult
 stdout, then a ``[stderr]`` section, ``(no output)`` when both are empty, then the markers
 ``[timed out after Nms]``, ``[killed by signal: SIG]`` or ``[exit code: N]``. A non-zero exit is
 reported, not an error: only a command that could not start (or bad arguments) is ``is_error``.
-Each stream keeps its tail in memory (``max_output_bytes``); when it overflows, the whole stream
-is spilled to a private file whose path the truncation notice names.
+Each stream keeps its tail in memory (``max_output_bytes``); when it overflows, the stream is
+spilled to a file in the run's private temp dir (inside the run, removed with it, visible to the
+next command at the same path) whose path the truncation notice names; a spill file stops
+growing at ``max_spill_bytes``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import math
 import os
 import secrets
 import signal
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,8 @@ __all__ = [
 
 _READ_SIZE = 65_536
 _spill_counter = itertools.count(1)
-_default_spill_dir: Path | None = None
+MAX_SPILL_BYTES = 16 * 1024 * 1024
+"""Where a spill file stops growing: a command printing without end must not fill the disk."""
 
 # Colours, pagers and terminal features would garble what the model reads (upstream's set),
 # laid over the sandbox's allow-listed environment.
@@ -47,12 +49,14 @@ ENV_OVERRIDES = {"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "
 
 @dataclass(frozen=True, slots=True)
 class CollectedOutput:
-    """One stream of a finished command: its kept tail, whether the head was dropped, and
-    the file holding the whole stream when it overflowed (``None`` if none or lost)."""
+    """One stream of a finished command: its kept tail, whether the head was dropped, the
+    file holding the stream when it overflowed (``None`` if none or lost) and, when that file
+    stopped growing at its cap, the cap in bytes."""
 
     text: str
     truncated: bool = False
     spill_path: str | None = None
+    spill_capped_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,9 @@ def _js_number(value: float) -> str:
 def _stream_text(output: CollectedOutput) -> str:
     if not output.truncated:
         return output.text
+    if output.spill_capped_at is not None and output.spill_path is not None:
+        kept = f"first {output.spill_capped_at} bytes"
+        return f"{output.text}\n[output truncated; {kept}: {output.spill_path}]"
     return f"{output.text}\n[output truncated; full output: {output.spill_path or '(unavailable)'}]"
 
 
@@ -103,15 +110,6 @@ def render_bash_result(result: BashResult) -> str:
     return body + "\n".join(markers)
 
 
-def _private_spill_dir() -> Path:
-    # A private (0700) directory: predictable world-readable paths would let other local
-    # users read command output or plant symlinks.
-    global _default_spill_dir  # noqa: PLW0603 - one lazily made directory per process
-    if _default_spill_dir is None:
-        _default_spill_dir = Path(tempfile.mkdtemp(prefix="dsh-bash-"))
-    return _default_spill_dir
-
-
 class OutputCollector:
     """One stream with a bounded in-memory tail; the whole stream spills to a file on overflow.
 
@@ -119,10 +117,15 @@ class OutputCollector:
     single chunk larger than the cap keeps its tail (upstream's ``OutputCollector``).
     """
 
-    def __init__(self, max_bytes: int, label: str, spill_dir: Path | None = None) -> None:
+    def __init__(
+        self, max_bytes: int, label: str, spill_dir: Path, max_spill_bytes: int = MAX_SPILL_BYTES
+    ) -> None:
         self.max_bytes = max_bytes
         self.label = label
         self._spill_dir = spill_dir
+        self._max_spill = max_spill_bytes
+        self._spilled = 0
+        self._capped = False
         self._chunks: list[bytes] = []
         self._bytes = 0
         self._dropped = False
@@ -147,7 +150,7 @@ class OutputCollector:
 
     def _spill(self, chunk: bytes) -> None:
         if self._spill_fd is None:
-            folder = self._spill_dir or _private_spill_dir()
+            folder = self._spill_dir
             name = (
                 f"dsh-bash-{os.getpid()}-{next(_spill_counter)}-{secrets.token_hex(6)}"
                 f"-{self.label}.log"
@@ -157,8 +160,18 @@ class OutputCollector:
             self._spill_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             self._spill_path = str(path)
             for prior in self._chunks:
-                os.write(self._spill_fd, prior)
-        os.write(self._spill_fd, chunk)
+                self._write_spill(prior)
+        self._write_spill(chunk)
+
+    def _write_spill(self, data: bytes) -> None:
+        assert self._spill_fd is not None
+        room = self._max_spill - self._spilled
+        if len(data) > room:
+            self._capped = True
+            data = data[: max(room, 0)]
+        if data:
+            os.write(self._spill_fd, data)
+            self._spilled += len(data)
 
     def finalize(self) -> CollectedOutput:
         """Close the spill file; the kept tail. A failed close drops the spill path, since the
@@ -170,7 +183,8 @@ class OutputCollector:
                 self._spill_path = None
             self._spill_fd = None
         text = b"".join(self._chunks).decode("utf-8", errors="replace")
-        return CollectedOutput(text, self._dropped, self._spill_path)
+        capped_at = self._max_spill if self._capped else None
+        return CollectedOutput(text, self._dropped, self._spill_path, capped_at)
 
 
 class _ArgsError(Exception):
@@ -213,7 +227,8 @@ class BashTool:
         max_timeout_ms: the cap on a call's own ``timeoutMs``.
         max_output_bytes: bytes of each stream kept in memory (the tail).
         grace_ms: milliseconds between SIGTERM and SIGKILL.
-        spill_dir: where overflowing streams are written (default: a private temp dir).
+        spill_dir: where overflowing streams are written (default: the sandbox's private temp
+            dir, inside the run and removed with it).
         sandbox: the run's confinement (default: one configured from ``DSH_SANDBOX*``).
     """
 
@@ -347,11 +362,16 @@ class BashTool:
         )
         workdir = arguments.get("workdir")
         cwd = context.cwd if workdir is None else os.path.join(context.cwd, workdir)
+        if not os.path.isdir(cwd):
+            # Node's words for it (upstream's text), then ours; checked here because bubblewrap
+            # would only say it cannot chdir.
+            raise _ArgsError(f"spawn bash ENOENT: the working directory {cwd} does not exist")
         return command, timeout_ms, cwd
 
     async def _wait(self, process: asyncio.subprocess.Process, timeout_ms: float) -> BashResult:
-        out = OutputCollector(self.max_output_bytes, "stdout", self.spill_dir)
-        err = OutputCollector(self.max_output_bytes, "stderr", self.spill_dir)
+        spill_dir = self.spill_dir or self.sandbox.tmp
+        out = OutputCollector(self.max_output_bytes, "stdout", spill_dir)
+        err = OutputCollector(self.max_output_bytes, "stderr", spill_dir)
         assert process.stdout is not None  # PIPE
         assert process.stderr is not None  # PIPE
         done = asyncio.gather(

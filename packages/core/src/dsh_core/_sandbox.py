@@ -48,10 +48,10 @@ NetworkMode = Literal["allow", "deny"]
 
 _PASSED_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ"})
 _PASSED_PREFIXES = ("LC_",)
-_NEVER_PREFIXES = ("DEEPSEEK_", "DSH_", "OPENAI_")
+_NEVER_PREFIXES = ("DEEPSEEK_", "DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
 # Names that look like they hold a credential, wherever the word sits in the name.
 _SECRET_WORDS = re.compile(
-    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION",
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
     re.IGNORECASE,
 )
 # Devices a shell writes to as a matter of course.
@@ -79,8 +79,9 @@ class SandboxSettings(BaseSettings):
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether a variable may hold a secret: ``DEEPSEEK_*``, ``DSH_*``, ``OPENAI_*`` or a name
-    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH… (any case)."""
+    """Whether a variable may hold a secret: a provider's or CI's prefix (``DEEPSEEK_*``,
+    ``DSH_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``) or a name
+    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, JWT… (any case)."""
     return name.upper().startswith(_NEVER_PREFIXES) or bool(_SECRET_WORDS.search(name))
 
 
