@@ -12,9 +12,9 @@ import openai
 import pytest
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_llm_proxy import ProxyServer, Scrub, main
 from dsh_llm_proxy._scrub import parse_assignment
+from dsh_scripted_server import ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 
