@@ -164,6 +164,18 @@ def snapshot(session: nox.Session) -> None:
         session.run("dsh-snapshot", "replay", "--jobs", "auto", *report, *args)
 
 
+@nox.session(python=PYTHON, default=False)
+def snapshot_postgres(session: nox.Session) -> None:
+    """The replay gate on the PostgreSQL store: DSH_POSTGRES_DSN's server, else a private one."""
+    sync(session, "test")
+    gate = ["dsh-snapshot", "replay", "--jobs", "auto", "--persistence", "postgres"]
+    gate += _snapshot_args(session.posargs)
+    if os.environ.get("DSH_POSTGRES_DSN"):
+        session.run(*gate)
+    else:  # initdb + pg_ctl of the installed PostgreSQL, for the gate's duration
+        session.run("python", "-m", "dsh_persistence_postgres.testing", *gate)
+
+
 @nox.session(python=PYTHON)
 def snapshot_refresh(session: nox.Session) -> None:
     """Keyless: replay the committed scripts and rewrite the expected outputs in place."""

@@ -21,6 +21,7 @@ def test_the_testing_module_exports() -> None:
             "PostgresNotInstalledError",
             "TemporaryPostgres",
             "find_postgres_bindir",
+            "main",
             "server_for_tests",
         ],
     )

@@ -1,5 +1,9 @@
 """A real PostgreSQL server for tests: ``initdb`` and ``pg_ctl`` into a temporary folder.
 
+``python -m dsh_persistence_postgres.testing COMMAND…`` runs a command with
+``DSH_POSTGRES_DSN`` naming such a server, and stops the server after it (``nox -s
+snapshot_postgres`` runs the gate that way).
+
 :class:`TemporaryPostgres` starts a private server of the installed PostgreSQL (Debian's
 ``postgresql`` package puts it under ``/usr/lib/postgresql/<version>/bin``) that listens only
 on a Unix socket in its own folder, on a free port number, and removes everything when
@@ -19,6 +23,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
@@ -30,6 +35,7 @@ __all__ = [
     "PostgresNotInstalledError",
     "TemporaryPostgres",
     "find_postgres_bindir",
+    "main",
     "server_for_tests",
 ]
 
@@ -111,14 +117,17 @@ class TemporaryPostgres:
         raise RuntimeError("running as root and neither a postgres nor a nobody user exists")
 
     def _run(self, *argv: str) -> None:
-        done = subprocess.run(
-            [*self._as_server_user(), *argv],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=self.folder,
-        )
+        try:
+            done = subprocess.run(
+                [*self._as_server_user(), *argv],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                cwd=self.folder,
+            )
+        except FileNotFoundError:
+            raise RuntimeError(f"{Path(argv[0]).name} failed: {argv[0]} does not exist") from None
         if done.returncode != 0:
             log = self.folder / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
@@ -201,3 +210,23 @@ def server_for_tests() -> Generator[str]:
         pytest.skip(INSTALL_HINT)
     with server:
         yield server.dsn
+
+
+def main(argv: list[str]) -> int:
+    """Run ``argv`` with ``DSH_POSTGRES_DSN`` naming a :class:`TemporaryPostgres`; its exit
+    code (2 when there is no command, 3 when PostgreSQL is not installed)."""
+    if not argv:
+        print("usage: python -m dsh_persistence_postgres.testing COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    try:
+        server = TemporaryPostgres()
+    except PostgresNotInstalledError as exc:
+        print(f"dsh_persistence_postgres.testing: {exc}", file=sys.stderr)
+        return 3
+    with server:
+        env = {**os.environ, "DSH_POSTGRES_DSN": server.dsn}
+        return subprocess.run(argv, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
