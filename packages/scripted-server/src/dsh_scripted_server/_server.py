@@ -1,8 +1,8 @@
 """``ScriptedModelServer``: a real HTTP server on 127.0.0.1 that plays scripted responses.
 
-It speaks DeepSeek's OpenAI-compatible streaming protocol at ``/chat/completions`` (and serves
-``GET /models``) and routes each chat request by its ``X-DSH-Session-Id`` header to that
-session's script.
+It speaks the OpenAI-compatible streaming protocol at ``/chat/completions`` (and serves
+``GET /models``), as the profile it is given plays it, and routes each chat request by its
+``X-DSH-Session-Id`` header to that session's script.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from dsh_core import PlayerScript, ScriptPlayer
-from dsh_llm_deepseek._client import SESSION_HEADER
-from dsh_llm_deepseek._settings import SERVED_MODELS
-from dsh_llm_deepseek.testing._handler import HTTPServer
-from dsh_llm_deepseek.testing._script import (
+from dsh_llm_openai import SESSION_HEADER, ChatSettings
+from dsh_scripted_server._handler import HTTPServer
+from dsh_scripted_server._profile import Profile, client_env, default_models, resolve_profile
+from dsh_scripted_server._script import (
     Fault,
     Response,
     ScriptItem,
@@ -73,17 +73,23 @@ class ScriptedModelServer:
     retries it and the call named is the one that missed); it is recorded like every other
     request.
 
-    ``GET /models`` lists ``models``. In strict mode the server behaves as the live API does
-    today (see ``_contract``): a bearer key is required (401), a model it does not serve, or a
-    tool-call turn without ``reasoning_content`` in thinking mode, gets DeepSeek's real HTTP 400
-    body (the request consumes no script response), and every error body has the live shape.
+    The server plays one *profile*: a ``dsh_llm_openai.ChatSettings`` class (or the name of
+    an installed ``dsh.models`` provider whose settings are one), the generic
+    OpenAI-compatible API by default. ``GET /models`` lists ``models`` (the profile's served
+    models unless given). In strict mode the server behaves as the profile's live API does
+    (see ``_contract``): a bearer key is required (401), a model it does not serve, or a body
+    the profile's ``wire_problem`` refuses (DeepSeek: a tool-call turn without
+    ``reasoning_content`` in thinking mode), gets a real HTTP 400 body (the request consumes
+    no script response), and every error body has the live shape.
 
     Args:
         sessions: scripts to queue, as by :meth:`add_session`, in order.
         api_key: when set, requests must carry ``Authorization: Bearer <api_key>`` (else 401).
         port: the port to listen on (0 picks a free one).
         strict: behave as the live API does (above).
-        models: the model ids ``GET /models`` serves (and strict mode accepts).
+        models: the model ids ``GET /models`` serves (and strict mode accepts); the
+            profile's ``served_models`` (else its default model) when omitted.
+        profile: the API played: a ``ChatSettings`` class or a ``dsh.models`` provider name.
         models_fault: a status :class:`Fault` that answers every ``GET /models`` instead
             (401, 402, 429, 503…).
         chat_fault: a status :class:`Fault` that answers every chat request instead, consuming
@@ -99,7 +105,8 @@ class ScriptedModelServer:
         api_key: str | None = None,
         port: int = 0,
         strict: bool = False,
-        models: Sequence[str] = SERVED_MODELS,
+        models: Sequence[str] | None = None,
+        profile: Profile = ChatSettings,
         models_fault: Fault | None = None,
         router: Router | None = None,
         chat_fault: Fault | None = None,
@@ -109,7 +116,8 @@ class ScriptedModelServer:
                 raise ValueError(f"{name} must be a Fault.status(...), got kind {fault.kind!r}")
         self.api_key = api_key
         self.strict = strict
-        self.models = tuple(models)
+        self.profile = resolve_profile(profile)
+        self.models = default_models(self.profile) if models is None else tuple(models)
         self.models_fault = models_fault
         self.router = router
         self.chat_fault = chat_fault
@@ -140,7 +148,7 @@ class ScriptedModelServer:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> ScriptedModelServer:
+    def start(self) -> Self:
         """Bind 127.0.0.1 and serve in a background thread."""
         if self._httpd is not None:
             return self
@@ -166,7 +174,7 @@ class ScriptedModelServer:
             self._thread.join()
             self._thread = None
 
-    def __enter__(self) -> ScriptedModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -183,6 +191,13 @@ class ScriptedModelServer:
         if self._httpd is None:
             raise RuntimeError("the scripted model server is not running")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def client_env(self, api_key: str | None = None) -> dict[str, str]:
+        """The environment variables that point a client of this server's profile here: its
+        base URL, a key (the server's own when it requires one, else ``"scripted"``) and
+        ``send_session_id``, by the profile's prefix (``OPENAI_BASE_URL``…)."""
+        key = api_key if api_key is not None else (self.api_key or "scripted")
+        return client_env(self.profile, self.base_url, key)
 
     # --- scripts -----------------------------------------------------------------------------
 

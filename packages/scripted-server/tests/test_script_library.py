@@ -11,7 +11,7 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer, ScriptError, ScriptLibrary
+from dsh_scripted_server import Fault, ScriptedModelServer, ScriptError, ScriptLibrary
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""What each way a DeepSeek call can fail becomes: a ``ModelError`` code, and whether to retry.
+"""What each way a chat-completions call can fail becomes: a ``ModelError`` code, and whether
+to retry.
 
 The mapping follows upstream's ``adapter.ts`` (``httpErrorCode``) and ``translate.ts``
 (``mapFinishReason``, the ``EMPTY_RESPONSE`` rule); the retry decisions follow its default
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from dsh_core import ModelError
-from dsh_llm_deepseek._settings import DeepSeekSettings
+from dsh_llm_openai._settings import ChatSettings
 
 __all__ = [
     "AttemptFailed",
@@ -57,9 +58,12 @@ class AttemptFailed(Exception):
         self.failure = failure
 
 
-def status_failure(status: int, summary: str, retry_after: float | None) -> Failure:
-    """A non-200 answer; ``summary`` is the redacted one-line gist of its body."""
-    text = f"DeepSeek API error (HTTP {status}): {summary}"
+def status_failure(
+    status: int, summary: str, retry_after: float | None, label: str = "Model"
+) -> Failure:
+    """A non-200 answer; ``summary`` is the redacted one-line gist of its body, ``label`` the
+    API's name in messages (``ChatSettings.label``)."""
+    text = f"{label} API error (HTTP {status}): {summary}"
     if status in (401, 403):
         return Failure(ModelError(text, code="AUTH", status=status), False)
     if status == 402 or (status == 429 and _QUOTA.search(summary)):
@@ -81,15 +85,15 @@ def status_failure(status: int, summary: str, retry_after: float | None) -> Fail
     return Failure(ModelError(text, code=f"HTTP_{status}", status=status), False)
 
 
-def stream_error_failure(summary: str) -> Failure:
+def stream_error_failure(summary: str, label: str = "Model") -> Failure:
     """An ``error`` event inside the stream; ``summary`` is its redacted one-line message."""
-    text = f"DeepSeek API error (in stream): {summary}"
+    text = f"{label} API error (in stream): {summary}"
     if _RESOURCE in summary:
         return Failure(ModelError(text, code=_RESOURCE.upper()), True)
     return Failure(ModelError(text, code="SERVER"), True)
 
 
-def finish_failure(reason: str | None, opened_blocks: int) -> Failure | None:
+def finish_failure(reason: str | None, opened_blocks: int, label: str = "Model") -> Failure | None:
     """The failure a completed stream's ``finish_reason`` means, or ``None`` for a good one.
 
     ``stop`` (or none) with no content block is an empty completion (``EMPTY_RESPONSE``,
@@ -99,7 +103,7 @@ def finish_failure(reason: str | None, opened_blocks: int) -> Failure | None:
     if reason in (None, "stop") and opened_blocks == 0:
         return Failure(
             ModelError(
-                "DeepSeek API error: the model returned a completed response with no content",
+                f"{label} API error: the model returned a completed response with no content",
                 code="EMPTY_RESPONSE",
             ),
             True,
@@ -109,7 +113,7 @@ def finish_failure(reason: str | None, opened_blocks: int) -> Failure | None:
     if reason == _RESOURCE:
         return Failure(
             ModelError(
-                "DeepSeek API error: the service stopped the response for lack of resources "
+                f"{label} API error: the service stopped the response for lack of resources "
                 "(finish_reason insufficient_system_resource)",
                 code=_RESOURCE.upper(),
             ),
@@ -118,7 +122,7 @@ def finish_failure(reason: str | None, opened_blocks: int) -> Failure | None:
     if reason == "content_filter":
         return Failure(
             ModelError(
-                "DeepSeek stopped the response: its content filter blocked the output "
+                f"{label} stopped the response: its content filter blocked the output "
                 "(finish_reason content_filter); rephrase the prompt to continue",
                 code="CONTENT_FILTER",
             ),
@@ -127,7 +131,7 @@ def finish_failure(reason: str | None, opened_blocks: int) -> Failure | None:
     printable = reason if reason.isprintable() and len(reason) <= 64 else repr(reason[:64])
     return Failure(
         ModelError(
-            f"DeepSeek stopped the response with finish_reason {printable!r}",
+            f"{label} stopped the response with finish_reason {printable!r}",
             code=re.sub(r"[^A-Z0-9_]", "_", printable.upper()),
         ),
         False,
@@ -150,7 +154,7 @@ def retry_after_seconds(value: str | None) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def backoff(settings: DeepSeekSettings, attempt: int, retry_after: float | None) -> float:
+def backoff(settings: ChatSettings, attempt: int, retry_after: float | None) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1-based).
 
     The server's ``Retry-After`` when it sent one (capped by ``max_retry_after``), else

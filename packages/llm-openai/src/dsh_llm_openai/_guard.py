@@ -28,12 +28,15 @@ __all__ = [
 _OFF = frozenset({"0", "false", "no", "off"})
 
 
+_WIRE = "dsh_llm_openai"
+
+
 class ModelRequestsDisabledError(ModelError):
     """A live model call was refused because live calls are turned off."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, switch: str = _WIRE) -> None:
         super().__init__(
-            f"live model requests are disabled (dsh_llm_deepseek.ALLOW_MODEL_REQUESTS is False "
+            f"live model requests are disabled ({switch}.ALLOW_MODEL_REQUESTS is False "
             f"or {ALLOW_MODEL_REQUESTS_ENV}=0): refusing to connect to {url}; only loopback "
             f"hosts (127.0.0.1, ::1, localhost) are allowed while it is off",
             code="MODEL_REQUESTS_DISABLED",
@@ -41,11 +44,18 @@ class ModelRequestsDisabledError(ModelError):
         self.url = url
 
 
-def model_requests_allowed() -> bool:
-    """Whether live calls are on: the module flag is true and the environment does not say 0."""
-    package = sys.modules.get("dsh_llm_deepseek")
-    if package is not None and not getattr(package, "ALLOW_MODEL_REQUESTS", True):
-        return False
+def _switched_off(package: str) -> bool:
+    module = sys.modules.get(package)
+    return module is not None and not getattr(module, "ALLOW_MODEL_REQUESTS", True)
+
+
+def model_requests_allowed(profile_package: str | None = None) -> bool:
+    """Whether live calls are on: ``dsh_llm_openai.ALLOW_MODEL_REQUESTS`` (and the profile
+    package's own ``ALLOW_MODEL_REQUESTS``, when ``profile_package`` names one) is true and
+    the environment does not say 0."""
+    for package in (_WIRE, profile_package):
+        if package is not None and _switched_off(package):
+            return False
     return os.environ.get(ALLOW_MODEL_REQUESTS_ENV, "").strip().lower() not in _OFF
 
 
@@ -59,11 +69,14 @@ def _is_loopback(url: str) -> bool:
         return False  # a name: it could resolve anywhere
 
 
-def check_model_request_allowed(url: str, transport: httpx.AsyncBaseTransport | None) -> None:
+def check_model_request_allowed(
+    url: str, transport: httpx.AsyncBaseTransport | None, profile_package: str | None = None
+) -> None:
     """Refuse ``url`` when live calls are off and the request would leave this machine.
 
     A transport other than httpx's network transport (an in-memory or mock transport) opens
-    no socket of ours, so it is never refused.
+    no socket of ours, so it is never refused. ``profile_package`` is the top-level package of
+    the settings' class (``dsh_llm_deepseek``): its own ``ALLOW_MODEL_REQUESTS`` counts too.
 
     Raises:
         ModelRequestsDisabledError: live calls are off and ``url`` is not on a loopback host.
@@ -72,6 +85,7 @@ def check_model_request_allowed(url: str, transport: httpx.AsyncBaseTransport | 
 
     if transport is not None and not isinstance(transport, httpx.AsyncHTTPTransport):
         return
-    if model_requests_allowed() or _is_loopback(url):
+    if model_requests_allowed(profile_package) or _is_loopback(url):
         return
-    raise ModelRequestsDisabledError(url)
+    switch = _WIRE if _switched_off(_WIRE) or profile_package is None else profile_package
+    raise ModelRequestsDisabledError(url, switch)

@@ -19,13 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 
 from dsh_core import Chunk
-from dsh_llm_deepseek._client import SESSION_HEADER
-from dsh_llm_deepseek.testing._contract import api_error, check_chat_body, model_list
-from dsh_llm_deepseek.testing._encode import ChunkEncoder
-from dsh_llm_deepseek.testing._faults import Fault, Pause
+from dsh_llm_openai import SESSION_HEADER, ChunkEncoder
+from dsh_scripted_server._contract import api_error, check_chat_body, model_list
+from dsh_scripted_server._faults import Fault, Pause
 
 if TYPE_CHECKING:
-    from dsh_llm_deepseek.testing._server import ScriptedModelServer
+    from dsh_scripted_server._server import ScriptedModelServer
 
 __all__ = ["SCRIPT_MISS_STATUS", "HTTPServer"]
 
@@ -34,7 +33,7 @@ __all__ = ["SCRIPT_MISS_STATUS", "HTTPServer"]
 # names the call that missed, not the call a retry reached.
 SCRIPT_MISS_STATUS = 410
 
-_log = logging.getLogger("dsh_llm_deepseek.testing")
+_log = logging.getLogger("dsh_scripted_server")
 _Facts = tuple[str | None, int, dict[str, Any] | None, float, bool]
 """(session id, call, body, received at, a bearer key was sent) of one request."""
 _EMPTY_COMPLETION: list[Chunk] = [{"type": "finish", "reason": {"kind": "stop"}}]
@@ -136,7 +135,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._fault(fault, session_id, 0)
             return
         owner._record(session_id, 0, None, received, 200, None, present, self.path)
-        self._send(200, json.dumps(model_list(owner.models)).encode(), "application/json")
+        self._send(
+            200,
+            json.dumps(model_list(owner.models, owner.profile.provider)).encode(),
+            "application/json",
+        )
 
     # --- POST /chat/completions ----------------------------------------------------------------
 
@@ -154,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(401, None, record)
             return
         if owner.strict:
-            invalid = check_chat_body(body, owner.models)
+            invalid = check_chat_body(body, owner.models, owner.profile)
             if invalid is not None:  # the live API refuses it before any work: nothing consumed
                 self._refuse(400, invalid, record)
                 return

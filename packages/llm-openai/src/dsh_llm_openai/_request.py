@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_core import Message, ModelRequest, ToolSpec
-from dsh_llm_deepseek._settings import ReasoningEffort
 
 __all__ = ["build_body"]
 
-# A user or tool message with several text blocks becomes one string: DeepSeek's chat API
-# takes ``content`` as a string, not as an array of parts.
+# A user or tool message with several text blocks becomes one string: some OpenAI-compatible
+# APIs (DeepSeek's among them) take ``content`` as a string only, not as an array of parts.
 _BLOCK_SEPARATOR = "\n\n"
 
 
@@ -19,7 +18,8 @@ def build_body(
     *,
     model: str,
     max_tokens: int | None,
-    reasoning_effort: ReasoningEffort | None = None,
+    extra: dict[str, Any] | None = None,
+    reasoning_pass_back: bool = False,
 ) -> dict[str, Any]:
     """Build the JSON body of a streaming ``POST /chat/completions``.
 
@@ -27,42 +27,31 @@ def build_body(
         request: the step's request.
         model: the ``model`` field.
         max_tokens: the ``max_tokens`` field, omitted when ``None``.
-        reasoning_effort: the resolved effort (``DeepSeekSettings.effective_reasoning_effort``):
-            ``off`` sends ``thinking: {type: disabled}``; ``low`` / ``high`` / ``max`` send
-            ``thinking: {type: enabled}`` and ``reasoning_effort``; ``None`` sends neither.
+        extra: the profile's own top-level fields (``ChatSettings.body_fields``: DeepSeek's
+            ``thinking`` and ``reasoning_effort``), added after the standard ones.
+        reasoning_pass_back: send each assistant message's reasoning back as
+            ``reasoning_content`` (always on a tool-call turn, ``""`` when it streamed none).
 
     Returns:
         The body: ``model``, ``messages``, ``stream: true``, ``stream_options.include_usage``,
-        the thinking fields and, when the request has any, ``tools``.
+        the profile's fields and, when the request has any, ``tools`` and ``max_tokens``.
     """
     messages: list[dict[str, Any]] = []
     if request.system is not None:
         messages.append({"role": "system", "content": request.system})
-    messages.extend(_message(m) for m in request.messages)
+    messages.extend(_message(m, reasoning_pass_back) for m in request.messages)
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    body.update(thinking_fields(reasoning_effort))
+    body.update(extra or {})
     if request.tools:
         body["tools"] = [_tool(t) for t in request.tools]
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     return body
-
-
-def thinking_fields(effort: ReasoningEffort | None) -> dict[str, Any]:
-    """The wire fields of one resolved effort, as upstream's ``serialize.ts`` resolves them.
-
-    ``off`` is ours, never the wire's: it becomes ``thinking: {type: disabled}`` with no effort.
-    """
-    if effort is None:
-        return {}
-    if effort == "off":
-        return {"thinking": {"type": "disabled"}}
-    return {"thinking": {"type": "enabled"}, "reasoning_effort": effort}
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
@@ -79,7 +68,7 @@ def _tool(spec: ToolSpec) -> dict[str, Any]:
 _NO_OUTPUT = "(no output)"
 
 
-def _message(message: Message) -> dict[str, Any]:
+def _message(message: Message, reasoning_pass_back: bool) -> dict[str, Any]:
     if message["role"] == "user":
         text = _BLOCK_SEPARATOR.join(b["text"] for b in message["content"])
         return {"role": "user", "content": text}
@@ -107,9 +96,10 @@ def _message(message: Message) -> dict[str, Any]:
     # message without tool calls, and some gateways reject null outright (upstream serialize.ts).
     out: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
     thought = "".join(reasoning)
-    if thought or calls:
-        # Thinking mode wants every tool-call turn's reasoning back (guides/thinking_mode): the
-        # live API answers 400 when it is missing, so a turn that streamed none sends "".
+    if reasoning_pass_back and (thought or calls):
+        # DeepSeek's thinking mode wants every tool-call turn's reasoning back
+        # (guides/thinking_mode): its live API answers 400 when it is missing, so a turn that
+        # streamed none sends "".
         out["reasoning_content"] = thought
     if calls:
         out["tool_calls"] = calls

@@ -13,18 +13,18 @@ from importlib.metadata import PackageNotFoundError, version
 from types import FrameType
 from typing import Any
 
-from dsh_llm_deepseek._settings import SERVED_MODELS
-from dsh_llm_deepseek.testing._faults import Fault
-from dsh_llm_deepseek.testing._library import ScriptLibrary
-from dsh_llm_deepseek.testing._script import ScriptError
-from dsh_llm_deepseek.testing._server import ScriptedModelServer
+from dsh_core.plugins import PluginError
+from dsh_scripted_server._faults import Fault
+from dsh_scripted_server._library import ScriptLibrary
+from dsh_scripted_server._script import ScriptError
+from dsh_scripted_server._server import ScriptedModelServer
 
 __all__ = ["main"]
 
 
 def _version() -> str:
     try:
-        return version("dsh-llm-deepseek")
+        return version("dsh-scripted-server")
     except PackageNotFoundError:  # a source tree that is not installed
         return "0+unknown"
 
@@ -56,9 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "models and missing reasoning_content on tool-call turns",
     )
     parser.add_argument(
+        "--profile",
+        default="openai",
+        metavar="NAME",
+        help="the API to play: an installed dsh.models provider on the chat-completions wire "
+        "(default: openai, the generic API; deepseek…)",
+    )
+    parser.add_argument(
         "--models",
-        default=",".join(SERVED_MODELS),
-        help=f"comma-separated ids GET /models serves (default: {','.join(SERVED_MODELS)})",
+        help="comma-separated ids GET /models serves (default: the profile's served models)",
     )
     parser.add_argument(
         "--api-key-env",
@@ -98,7 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "port": args.port,
         "api_key": api_key,
         "strict": args.strict,
-        "models": [m.strip() for m in args.models.split(",") if m.strip()],
+        "models": None
+        if args.models is None
+        else [m.strip() for m in args.models.split(",") if m.strip()],
+        "profile": args.profile,
         "models_fault": faults[0],
         "chat_fault": faults[1],
     }
@@ -110,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             server = ScriptedModelServer.from_file(args.script, **options)
     except ScriptError as exc:
         print(f"dsh-scripted-model-server: invalid script: {exc}", file=sys.stderr)
+        return 2
+    except (PluginError, ValueError) as exc:
+        print(f"dsh-scripted-model-server: --profile: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"dsh-scripted-model-server: cannot read script: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_core import Chunk, ChunksEntry, DshError, HangEntry, ScriptEntry, ThrowEntry
-from dsh_llm_deepseek.testing._faults import Fault, Pause
+from dsh_scripted_server._faults import Fault, Pause
 
 __all__ = [
     "Fault",

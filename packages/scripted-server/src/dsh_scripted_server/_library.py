@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from dsh_llm_deepseek.testing._script import (
+from dsh_scripted_server._script import (
     Response,
     ScriptError,
     ScriptItem,
@@ -112,7 +112,7 @@ class ScriptLibrary:
     """Every scenario's scripts under a folder, answering chat requests by content.
 
     Use :meth:`from_folder`, then pass it as ``router=`` to
-    :class:`~dsh_llm_deepseek.testing.ScriptedModelServer` (or ``--library DIR`` on the
+    :class:`~dsh_scripted_server.ScriptedModelServer` (or ``--library DIR`` on the
     ``dsh-scripted-model-server`` command line).
     """
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import (
+from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_scripted_server import (
     Fault,
     Pause,
     ScriptedModelServer,
@@ -25,7 +25,7 @@ from dsh_llm_deepseek.testing import (
     main,
 )
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 TEXT: list[Chunk] = [
     {"type": "block-start", "index": 0, "blockType": "text"},
@@ -202,7 +202,7 @@ async def test_from_file_serves_the_script(tmp_path: Path, make_settings: Settin
         tmp_path, {"sessions": [[{"fault": {"kind": "status", "status": 502}}, {"chunks": TEXT}]]}
     )
     with ScriptedModelServer.from_file(path) as server:
-        async with DeepSeekClient(make_settings(server.base_url)) as client:
+        async with ChatClient(make_settings(server.base_url)) as client:
             request = ModelRequest(session_id="f", messages=[])
             assert [c async for c in client.stream(request)] == TEXT
         assert [r.status for r in server.requests] == [502, 200]
@@ -229,7 +229,7 @@ def test_request_without_session_header_is_an_error() -> None:
 
 
 def _spawn(script: Path, *extra: str) -> subprocess.Popen[str]:
-    code = "import sys; from dsh_llm_deepseek.testing import main; sys.exit(main())"
+    code = "import sys; from dsh_scripted_server import main; sys.exit(main())"
     return subprocess.Popen(
         [sys.executable, "-c", code, "--script", str(script), "--port", "0", *extra],
         stdin=subprocess.PIPE,
@@ -250,7 +250,7 @@ async def test_cli_prints_base_url_serves_and_stops_at_stdin_eof(
         line = proc.stdout.readline()
         assert line.startswith("BASE_URL=http://127.0.0.1:")
         base_url = line.strip().removeprefix("BASE_URL=")
-        async with DeepSeekClient(make_settings(base_url)) as client:
+        async with ChatClient(make_settings(base_url)) as client:
             request = ModelRequest(session_id="cli", messages=[])
             assert [c async for c in client.stream(request)] == TEXT
         proc.stdin.close()
@@ -278,7 +278,7 @@ def test_cli_rejects_an_invalid_script(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_testing_does_not_import_pytest() -> None:
     code = (
-        "import sys, dsh_llm_deepseek.testing; "
+        "import sys, dsh_scripted_server; "
         "sys.exit(1 if 'pytest' in sys.modules or '_pytest' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
@@ -292,7 +292,7 @@ def test_model_error_from_client_is_reexported() -> None:
 def test_cli_strict_mode_and_server_wide_faults(tmp_path: Path) -> None:
     script = write(tmp_path, {"sessions": [[{"fault": {"kind": "empty"}}]]})
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SCRIPTED_SERVER_KEY": "the-key"}
-    code = "import sys; from dsh_llm_deepseek.testing import main; sys.exit(main())"
+    code = "import sys; from dsh_scripted_server import main; sys.exit(main())"
     args = ["--strict", "--api-key-env", "SCRIPTED_SERVER_KEY", "--models", "m1,m2"]
     args += ["--models-status", "402", "--retry-after", "7", "--ignore-stdin"]
     with subprocess.Popen(

@@ -16,10 +16,10 @@ import httpx
 from pydantic import SecretStr
 
 from dsh_core import DshError
-from dsh_llm_deepseek._failures import backoff, retry_after_seconds
-from dsh_llm_deepseek._guard import check_model_request_allowed
-from dsh_llm_deepseek._redact import Redactor, one_line, summarise_body
-from dsh_llm_deepseek._settings import DeepSeekSettings
+from dsh_llm_openai._failures import backoff, retry_after_seconds
+from dsh_llm_openai._guard import check_model_request_allowed
+from dsh_llm_openai._redact import Redactor, one_line, summarise_body
+from dsh_llm_openai._settings import ChatSettings
 
 __all__ = ["PreflightError", "ServedModels", "preflight"]
 
@@ -59,8 +59,8 @@ class ServedModels:
     """What ``GET {base_url}/models`` answered.
 
     Attributes:
-        base_url: the endpoint asked (``DEEPSEEK_BASE_URL``).
-        model: the configured model (``DEEPSEEK_MODEL``); always one of ``names``.
+        base_url: the endpoint asked (the settings' ``base_url``).
+        model: the configured model (the settings' ``model``); always one of ``names``.
         names: the served model ids, in the endpoint's order.
     """
 
@@ -70,7 +70,7 @@ class ServedModels:
 
 
 async def preflight(
-    settings: DeepSeekSettings, *, transport: httpx.AsyncBaseTransport | None = None
+    settings: ChatSettings, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> ServedModels:
     """Check that the endpoint takes the key and serves the configured model.
 
@@ -95,9 +95,11 @@ async def preflight(
     key = settings.api_key
     if key is None or not key.get_secret_value().strip():
         raise PreflightError(
-            "no-key", "no DeepSeek API key: set DEEPSEEK_API_KEY (or put it in ./.env) and rerun"
+            "no-key",
+            f"no {settings.label} API key: set {settings.env_name('api_key')} "
+            "(or put it in ./.env) and rerun",
         )
-    check_model_request_allowed(url, transport)
+    check_model_request_allowed(url, transport, type(settings).__module__.partition(".")[0])
     attempt = 1
     while True:
         fetched = await _fetch(url, key, settings, transport)
@@ -112,13 +114,13 @@ async def preflight(
         raise fetched
     status, reason, raw, truncated, _ = fetched
     text = Redactor(key)(raw.decode("utf-8", "replace"), truncated=truncated)
-    return _served(status, reason, text, url, base, settings.model)
+    return _served(status, reason, text, url, settings)
 
 
 async def _fetch(
     url: str,
     key: SecretStr,
-    settings: DeepSeekSettings,
+    settings: ChatSettings,
     transport: httpx.AsyncBaseTransport | None,
 ) -> tuple[int, str, bytes, bool, float | None] | PreflightError:
     """Status, reason, bounded body, whether it was cut and ``Retry-After``; or the failure,
@@ -139,7 +141,7 @@ async def _fetch(
             return PreflightError(
                 "unreachable",
                 f"cannot reach {url} ({one_line(what, 160)}): "
-                "check DEEPSEEK_BASE_URL and the network, then rerun",
+                f"check {settings.env_name('base_url')} and the network, then rerun",
             )
     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
     return response.status_code, response.reason_phrase, raw, truncated, retry_after
@@ -157,26 +159,28 @@ async def _bounded_body(response: httpx.Response) -> tuple[bytes, bool]:
     return b"".join(parts), False
 
 
-def _served(status: int, reason: str, text: str, url: str, base: str, model: str) -> ServedModels:
+def _served(status: int, reason: str, text: str, url: str, settings: ChatSettings) -> ServedModels:
+    base, model = settings.base_url.rstrip("/"), settings.model
     said = summarise_body(text, reason or f"HTTP {status}")
     if status in (401, 403):
         raise PreflightError(
             "auth",
             f"{base} rejected the API key (HTTP {status}: {said}): "
-            "set DEEPSEEK_API_KEY to a valid key and rerun",
+            f"set {settings.env_name('api_key')} to a valid key and rerun",
             status=status,
         )
     if status == 402:
+        where = f" at {settings.billing_url}" if settings.billing_url else ""
         raise PreflightError(
             "balance",
-            f"the DeepSeek account's balance is exhausted (HTTP 402: {said}): "
-            "top it up at https://platform.deepseek.com and rerun",
+            f"the {settings.label} account's balance is exhausted (HTTP 402: {said}): "
+            f"top it up{where} and rerun",
             status=status,
         )
     if status != 200:
         raise PreflightError(
             "http",
-            f"GET {url} answered HTTP {status} ({said}): check DEEPSEEK_BASE_URL, "
+            f"GET {url} answered HTTP {status} ({said}): check {settings.env_name('base_url')}, "
             "or retry later if the service is down",
             status=status,
         )
@@ -185,14 +189,15 @@ def _served(status: int, reason: str, text: str, url: str, base: str, model: str
         raise PreflightError(
             "protocol",
             f"GET {url} did not answer a model list ({said}): "
-            "check that DEEPSEEK_BASE_URL is an OpenAI-compatible API root",
+            f"check that {settings.env_name('base_url')} is an OpenAI-compatible API root",
             status=status,
         )
     if model not in names:
         served = ", ".join(names) if names else "(none)"
         raise PreflightError(
             "model",
-            f"{base} does not serve model {model!r}: set DEEPSEEK_MODEL to one of: {served}",
+            f"{base} does not serve model {model!r}: "
+            f"set {settings.env_name('model')} to one of: {served}",
             status=status,
             served=names,
         )

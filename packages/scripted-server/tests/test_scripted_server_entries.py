@@ -16,12 +16,12 @@ from dsh_core import (
     ModelRequest,
     ThrowEntry,
 )
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import ScriptedModelServer, ScriptError
+from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_scripted_server import ScriptedModelServer, ScriptError
 
 pytestmark = pytest.mark.anyio
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 _TEXT: tuple[Chunk, ...] = (
     {"type": "block-start", "index": 0, "blockType": "text"},
@@ -31,7 +31,7 @@ _TEXT: tuple[Chunk, ...] = (
 )
 
 
-async def _collect(client: DeepSeekClient, session_id: str, into: list[Chunk]) -> None:
+async def _collect(client: ChatClient[ChatSettings], session_id: str, into: list[Chunk]) -> None:
     async for chunk in client.stream(ModelRequest(session_id=session_id, messages=[])):
         into.append(chunk)
 
@@ -40,7 +40,7 @@ async def test_chunks_and_throw_entries_play_over_http(make_settings: SettingsFa
     script = [ChunksEntry(_TEXT), ThrowEntry((), "overloaded", "IGNORED", 503)]
     with ScriptedModelServer([script]) as server:
         settings = make_settings(server.base_url, max_retries=0)
-        async with DeepSeekClient(settings) as client:
+        async with ChatClient(settings) as client:
             seen: list[Chunk] = []
             await _collect(client, "s", seen)
             assert [c["type"] for c in seen] == [c["type"] for c in _TEXT]
@@ -55,7 +55,7 @@ async def test_hang_entry_streams_its_partial_text_then_stalls(
     make_settings: SettingsFactory,
 ) -> None:
     with ScriptedModelServer([[HangEntry()]]) as server:
-        async with DeepSeekClient(make_settings(server.base_url)) as client:
+        async with ChatClient(make_settings(server.base_url)) as client:
             seen: list[Chunk] = []
             with anyio.move_on_after(0.5) as scope:
                 await _collect(client, "s", seen)

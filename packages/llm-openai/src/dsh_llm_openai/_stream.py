@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from dsh_core import Chunk, ContentBlock, ModelError, Usage
-from dsh_llm_deepseek._failures import AttemptFailed, stream_error_failure
-from dsh_llm_deepseek._redact import one_line
+from dsh_llm_openai._failures import AttemptFailed, stream_error_failure
+from dsh_llm_openai._redact import one_line
 
 __all__ = ["DONE", "ChunkMapper", "decode_event", "protocol_error", "sse_data"]
 
@@ -33,7 +33,7 @@ _FINISH_KINDS: dict[str, FinishKind] = {
 async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """Yield the ``data`` of each server-sent event as soon as its blank line arrives.
 
-    Comments (``:`` lines, DeepSeek's keep-alives) and other fields are skipped; a final event
+    Comments (``:`` lines, keep-alives) and other fields are skipped; a final event
     without its blank line is still delivered, since some servers end the body that way.
     """
     data: list[str] = []
@@ -53,19 +53,24 @@ async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
         yield "\n".join(data)
 
 
-def protocol_error(reason: str) -> ModelError:
+def protocol_error(reason: str, label: str = "Model") -> ModelError:
     """A malformed stream: ``ModelError`` with code ``PROTOCOL``."""
-    return ModelError(f"DeepSeek API error (malformed stream): {reason}", code="PROTOCOL")
+    return ModelError(f"{label} API error (malformed stream): {reason}", code="PROTOCOL")
 
 
-def decode_event(data: str) -> dict[str, Any]:
+class _Malformed(Exception):
+    """Raised by the field readers; :class:`ChunkMapper` turns it into a ``PROTOCOL`` error
+    naming its API (the readers do not know the label)."""
+
+
+def decode_event(data: str, label: str = "Model") -> dict[str, Any]:
     """Parse one ``data:`` payload as a JSON object, or raise a ``PROTOCOL`` error."""
     try:
         event = json.loads(data)
     except ValueError as exc:
-        raise protocol_error(f"event is not JSON ({exc})") from None
+        raise protocol_error(f"event is not JSON ({exc})", label) from None
     if not isinstance(event, dict):
-        raise protocol_error("event is not a JSON object")
+        raise protocol_error("event is not a JSON object", label)
     return cast(dict[str, Any], event)
 
 
@@ -97,10 +102,12 @@ class ChunkMapper:
     Args:
         redact: applied to every provider message (an in-stream ``error`` event) before it is
             cut to one line.
+        label: the API's name in error messages (``ChatSettings.label``).
     """
 
-    def __init__(self, redact: Callable[[str], str] = str) -> None:
+    def __init__(self, redact: Callable[[str], str] = str, label: str = "Model") -> None:
         self._redact = redact
+        self._label = label
         self._blocks: list[_Block] = []
         self._text: _Block | None = None
         self._reasoning: _Block | None = None
@@ -112,28 +119,35 @@ class ChunkMapper:
         """Return the chunks one event implies (often one delta, sometimes none)."""
         error = event.get("error")
         if error is not None:
-            raise AttemptFailed(stream_error_failure(one_line(self._redact(_error_message(error)))))
+            summary = one_line(self._redact(_error_message(error)))
+            raise AttemptFailed(stream_error_failure(summary, self._label))
+        try:
+            return self._feed(event)
+        except _Malformed as exc:
+            raise protocol_error(str(exc), self._label) from None
+
+    def _feed(self, event: dict[str, Any]) -> list[Chunk]:
         out: list[Chunk] = []
         usage = event.get("usage")
         if usage is not None:
             self.usage = _usage(usage)
         choices = event.get("choices", [])
         if not isinstance(choices, list):
-            raise protocol_error("'choices' is not an array")
+            raise _Malformed("'choices' is not an array")
         for choice in cast(list[Any], choices):
             if not isinstance(choice, dict):
-                raise protocol_error("a choice is not an object")
+                raise _Malformed("a choice is not an object")
             choice = cast(dict[str, Any], choice)
             if choice.get("index", 0) != 0:
                 continue  # we ask for one choice; ignore any others
             delta: Any = choice.get("delta") or {}
             if not isinstance(delta, dict):
-                raise protocol_error("'delta' is not an object")
+                raise _Malformed("'delta' is not an object")
             out.extend(self._delta(cast(dict[str, Any], delta)))
             reason = choice.get("finish_reason")
             if reason is not None:
                 if not isinstance(reason, str):
-                    raise protocol_error("'finish_reason' is not a string")
+                    raise _Malformed("'finish_reason' is not a string")
                 self.finish_reason = reason
         return out
 
@@ -149,7 +163,7 @@ class ChunkMapper:
             finish: append the ``finish`` chunk (left out when the call ends with an error).
         """
         if self.finish_reason is None:
-            raise protocol_error("the stream ended before a finish_reason")
+            raise protocol_error("the stream ended before a finish_reason", self._label)
         out: list[Chunk] = [
             {"type": "block-end", "index": b.index, "block": b.content()} for b in self._blocks
         ]
@@ -186,20 +200,20 @@ class ChunkMapper:
         calls = delta.get("tool_calls")
         if calls is not None:
             if not isinstance(calls, list):
-                raise protocol_error("'tool_calls' is not an array")
+                raise _Malformed("'tool_calls' is not an array")
             for call in cast(list[Any], calls):
                 if not isinstance(call, dict):
-                    raise protocol_error("a tool call delta is not an object")
+                    raise _Malformed("a tool call delta is not an object")
                 out.extend(self._call(cast(dict[str, Any], call)))
         return out
 
     def _call(self, call: dict[str, Any]) -> list[Chunk]:
         position = call.get("index", len(self._calls))
         if not isinstance(position, int):
-            raise protocol_error("a tool call's 'index' is not an integer")
+            raise _Malformed("a tool call's 'index' is not an integer")
         raw_function: Any = call.get("function") or {}
         if not isinstance(raw_function, dict):
-            raise protocol_error("a tool call's 'function' is not an object")
+            raise _Malformed("a tool call's 'function' is not an object")
         function = cast(dict[str, Any], raw_function)
         name = _optional_str(function, "name")
         arguments = _optional_str(function, "arguments") or ""
@@ -208,7 +222,7 @@ class ChunkMapper:
         if block is None:
             call_id = _optional_str(call, "id")
             if not call_id:
-                raise protocol_error("a new tool call has no 'id'")
+                raise _Malformed("a new tool call has no 'id'")
             block, start = self._open("tool-call")
             block.call_id = call_id
             self._calls[position] = block
@@ -239,7 +253,7 @@ class ChunkMapper:
 def _optional_str(obj: dict[str, Any], key: str) -> str | None:
     value = obj.get(key)
     if value is not None and not isinstance(value, str):
-        raise protocol_error(f"{key!r} is not a string")
+        raise _Malformed(f"{key!r} is not a string")
     return value
 
 
@@ -248,13 +262,13 @@ def _int_field(obj: dict[str, Any], key: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise protocol_error(f"usage field {key!r} is not an integer")
+        raise _Malformed(f"usage field {key!r} is not an integer")
     return value
 
 
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
-        raise protocol_error("'usage' is not an object")
+        raise _Malformed("'usage' is not an object")
     usage = cast(dict[str, Any], raw)
     prompt = _int_field(usage, "prompt_tokens")
     details = usage.get("prompt_tokens_details")
