@@ -24,6 +24,7 @@ from starlette.routing import Route
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
 from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
+from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
     ReplayCallError,
@@ -40,9 +41,6 @@ __all__ = [
     "build_app",
 ]
 
-DEFAULT_UPSTREAM = "https://api.deepseek.com"
-REPORT_PATH = "/_dsh/report"
-"""``GET`` it in replay mode for the consumption report (``ok``, ``problems``, bindings)."""
 
 _log = logging.getLogger("dsh_llm_proxy")
 _REDACTED = "[redacted]"
