@@ -11,6 +11,7 @@ that tests what a scenario may do (SECURITY.md). This module does not import pyt
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -88,10 +89,9 @@ class Sandbox:
         (box.home / ".bashrc").write_text("# fake home\n")
         (box.home / ".ssh" / "id_ed25519").write_text(f"{box.outside_key}\n")
         os.chmod(box.home / ".ssh" / "id_ed25519", 0o600)
-        try:  # an xattr to watch, where the file system keeps user attributes
+        # An xattr to watch, where the file system keeps user attributes.
+        with contextlib.suppress(OSError):
             os.setxattr(box.sentinel / "victim.txt", "user.dsh.sentinel", b"1")
-        except OSError:
-            pass
         return box
 
     @property
@@ -109,7 +109,7 @@ class Sandbox:
         return folder
 
     def leaks(self, data: bytes) -> list[str]:
-        """Which keys ``data`` holds: raw (UTF-8 or UTF-16) or encoded (see :func:`encoded_forms`)."""
+        """Which keys ``data`` holds, raw (UTF-8, UTF-16) or encoded (:func:`encoded_forms`)."""
         return [key[:5] + "…" for key in self.keys if any(f in data for f in encoded_forms(key))]
 
 
