@@ -36,6 +36,7 @@ __all__ = [
     "remove_file",
     "split_confined",
     "write_bytes",
+    "write_user_file",
 ]
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -188,3 +189,23 @@ def remove_file(base: Path, rel: str | PurePosixPath) -> None:
             os.unlink(name, dir_fd=dir_fd)
     except (ConfinedPathError, FileNotFoundError):
         return
+
+
+def write_user_file(path: Path, data: bytes) -> None:
+    """Write an output the user named (``--html-report``, ``show --html``) without following a
+    link the checkout holds: below the current directory every component is confined (a
+    committed ``build -> ~/.ssh`` is refused); elsewhere the parent the user named is taken
+    as given and only the file itself is never written through.
+
+    Raises:
+        ConfinedPathError: a link on the way, or the target cannot be written.
+    """
+    cwd = Path.cwd()
+    absolute = path if path.is_absolute() else cwd / path
+    try:
+        rel = absolute.relative_to(cwd)
+    except ValueError:
+        absolute.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(absolute.parent, absolute.name, data)
+        return
+    write_bytes(cwd, rel.as_posix(), data)
