@@ -199,9 +199,9 @@ def test_a_good_model_provider_creates_a_client(installed: Path) -> None:
 
 def test_an_unknown_name_lists_the_known_ones(installed: Path) -> None:
     with pytest.raises(UnknownPluginError) as caught:
-        store_backend("postgres")
+        store_backend("no-such-store")
     message = str(caught.value)
-    assert message.startswith("unknown store backend 'postgres': choose one of ")
+    assert message.startswith("unknown store backend 'no-such-store': choose one of ")
     assert f"choose one of {', '.join(store_backend_names())} (" in message
     assert "good" in message
     assert "'dsh.stores'" in message

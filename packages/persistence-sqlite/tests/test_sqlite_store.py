@@ -36,8 +36,10 @@ def test_public_api_is_pinned() -> None:
     assert dsh_persistence_sqlite.__all__ == [
         "SqliteSessionStore",
         "UnrepresentableError",
+        "ReadOnlySqliteStore",
         "DSH_APPLICATION_ID",
         "DSH_SCHEMA_VERSION",
+        "JUNE_SCHEMA_VERSION",
         "SCHEMA_VERSION",
         "Layout",
     ]

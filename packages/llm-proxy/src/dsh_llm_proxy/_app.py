@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
-from dsh_llm_deepseek import SESSION_HEADER
+from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
+from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
 from dsh_llm_proxy._guard import LocalOnly
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
@@ -42,9 +43,6 @@ __all__ = [
     "build_app",
 ]
 
-DEFAULT_UPSTREAM = "https://api.deepseek.com"
-REPORT_PATH = "/_dsh/report"
-"""``GET`` it in replay mode for the consumption report (``ok``, ``problems``, bindings)."""
 
 _log = logging.getLogger("dsh_llm_proxy")
 _REDACTED = "[redacted]"

@@ -7,6 +7,7 @@ version 1004 (``Layout.DSH``, the default for a fresh file), which adds the colu
 place for. It refuses, without writing a byte, any file it does not recognise.
 """
 
+from dsh_persistence_sqlite._readonly import JUNE_SCHEMA_VERSION, ReadOnlySqliteStore
 from dsh_persistence_sqlite._rows import UnrepresentableError
 from dsh_persistence_sqlite._schema import (
     DSH_APPLICATION_ID,
@@ -20,9 +21,11 @@ __all__ = [
     # the store
     "SqliteSessionStore",
     "UnrepresentableError",
+    "ReadOnlySqliteStore",
     # the layouts
     "DSH_APPLICATION_ID",
     "DSH_SCHEMA_VERSION",
+    "JUNE_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "Layout",
 ]

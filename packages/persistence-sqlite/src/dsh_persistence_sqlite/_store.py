@@ -276,6 +276,31 @@ class SqliteSessionStore:
 
     # --- extras -----------------------------------------------------------------------------
 
+    def import_log(self, log: SessionLog) -> None:
+        """Store a whole log as it is: the header with every field (``createdAt``, unknown
+        keys…) and the events with their own seqs, in one transaction (``dsh-sessions
+        convert``).
+
+        Raises:
+            SessionExistsError: the id is taken; nothing is written.
+            SeqError: the events do not run 0, 1, 2…
+            UnrepresentableError: a v4 store, and the log carries what v4 cannot hold.
+        """
+        header = log.header
+        self._check_id(header.id)
+        if self.layout is Layout.V4:
+            check_representable(self.path, header, log.events)
+        check_batch(f"session {header.id}", log.events, 0)
+        rows = [event_row(header.id, event, self.layout) for event in log.events]
+        with self._transaction() as connection:
+            try:
+                connection.execute(_INSERT_SESSION[self.layout], header_row(header, self.layout))
+            except sqlite3.IntegrityError:
+                raise SessionExistsError(
+                    f"session {header.id} already exists in {self.path}"
+                ) from None
+            connection.executemany(_INSERT_EVENT[self.layout], rows)
+
     def export_jsonl(self, session_id: str) -> str:
         """The stored log as DSH JSONL text (:func:`dsh_core.render_log`), rows exactly as
         written: an open turn is *not* closed, so the text matches what a JSONL store holding

@@ -37,7 +37,7 @@ from dsh_snapshot._foreign import (
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
-from dsh_snapshot._live import key_name, live_env, live_provider
+from dsh_snapshot._live import key_name, live_env, live_provider, scripted_env
 from dsh_snapshot._pending import fixture_files, keep_pending
 from dsh_snapshot._provenance import (
     Provenance,
@@ -138,12 +138,14 @@ def write_fixtures(
 # --- the model side of a run --------------------------------------------------------------------
 
 
-def _scripted_server(script: Path, tmp: Path, timeout: float) -> AbstractContextManager[str]:
+def _scripted_server(
+    script: Path, tmp: Path, timeout: float, profile: str
+) -> AbstractContextManager[str]:
     exe = Path(sys.executable).with_name("dsh-scripted-model-server")
     cmd = [str(exe)] if exe.is_file() else ["dsh-scripted-model-server"]
     # The server stops at the end of its stdin: hold a pipe open for the whole run.
     return served_base_url(
-        [*cmd, "--script", str(script)],
+        [*cmd, "--script", str(script), "--profile", profile],
         what="the scripted model server",
         stderr_log=tmp / "scripted-server.stderr",
         timeout=timeout,
@@ -362,16 +364,13 @@ def _run(
                         f"{scenario.path}: record --scripted needs model.script.json "
                         f"(or a bare-array replay.override.json)"
                     )
+                # The live provider's profile, played by the scripted server: the agent's
+                # variables come from that provider's settings model, whatever its prefix.
+                provider = live_provider()
                 base = stack.enter_context(
-                    _scripted_server(scenario.script_file, tmp, settings.timeout)
+                    _scripted_server(scenario.script_file, tmp, settings.timeout, provider.name)
                 )
-                env |= {
-                    "DSH_MODEL_CLIENT": "deepseek",
-                    "DEEPSEEK_BASE_URL": base,
-                    "DEEPSEEK_API_KEY": "scripted",
-                    # The scripted server routes each request to its session by this header.
-                    "DEEPSEEK_SEND_SESSION_ID": "true",
-                }
+                env |= scripted_env(provider, base)
             else:
                 provider = live_provider()
                 if not settings.key and key_name(provider) is not None:

@@ -114,6 +114,10 @@ class AgentProcess:
         self._methods: dict[int, str] = {}
         self._next_id = 0
         self._cursor = 0  # frames[:_cursor] have been waited past
+        # The first response to each id among frames[:_cursor]: response() looks an earlier
+        # answer up here instead of rescanning every frame read so far (quadratic over a
+        # long scenario).
+        self._passed_responses: dict[int | str, JsonObject] = {}
         self._eof = False
         self._arrived = threading.Condition()
         self._write_lock = threading.Lock()
@@ -196,9 +200,9 @@ class AgentProcess:
         Raises:
             AgentProcessError: no answer in time, or stdout closed first.
         """
-        for frame in self.frames[: self._cursor]:
-            if _answers(frame, request_id):
-                return frame
+        earlier = self._passed_responses.get(request_id)
+        if earlier is not None:
+            return earlier
         method = self._methods.get(request_id, "request")
         while True:
             frame = self._next_frame(f"the response to {method} (id {request_id})")
@@ -233,7 +237,11 @@ class AgentProcess:
             closed = self._cursor == len(self.frames)
             if not closed:
                 self._cursor += 1
-                return self.frames[self._cursor - 1]
+                frame = self.frames[self._cursor - 1]
+                frame_id = frame.get("id")
+                if isinstance(frame_id, int | str) and "method" not in frame:
+                    self._passed_responses.setdefault(frame_id, frame)
+                return frame
         # stdout ended first; stderr and the exit code follow a moment later on a loaded
         # machine, and the error is only useful with them, so give both a short grace.
         self._readers[1].join(timeout=min(self.timeout, 5.0))
