@@ -164,6 +164,8 @@ _PUBLIC: dict[str, list[str]] = {
         "ScriptedModel",
         "StoreConformance",
         "assert_public_api",
+        "corpus_cache",
+        "corpus_unavailable",
         "crash_kills",
         "event_time",
         "normalized_rows",
