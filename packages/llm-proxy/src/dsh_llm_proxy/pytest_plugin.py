@@ -31,10 +31,12 @@ from pathlib import Path
 import pytest
 
 from dsh_core import DshError
-from dsh_llm_proxy._app import DEFAULT_UPSTREAM
+
+# Every pytest run with this package installed loads the plugin: the server (starlette, httpx,
+# uvicorn) is imported only by a test that asks for the fixture.
+from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM
 from dsh_llm_proxy._publish import publish_recording, scratch_root
 from dsh_llm_proxy._scrub import Scrub, parse_assignment
-from dsh_llm_proxy._server import ProxyServer
 
 __all__ = [
     "MODES",
@@ -122,6 +124,8 @@ def llm_proxy_scrub(request: pytest.FixtureRequest) -> Scrub:
 @pytest.fixture
 def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL of a proxy recording or replaying this test's model calls."""
+    from dsh_llm_proxy._server import ProxyServer  # noqa: PLC0415 - see the imports above
+
     mode = str(request.config.getoption("--llm-proxy-mode"))
     node = request.node
     assert isinstance(node, pytest.Item)
