@@ -11,7 +11,7 @@ from dsh_llm_proxy._app import DEFAULT_UPSTREAM, REPORT_PATH
 from dsh_llm_proxy._book import SessionBook, SessionConflictError
 from dsh_llm_proxy._cli import main
 from dsh_llm_proxy._root import (
-    StoreKind,
+    STORE_MARKER,
     detect_store,
     is_recording_root,
     open_store,
@@ -30,7 +30,7 @@ __all__ = [
     "SessionConflictError",
     "load_recording",
     # recording roots
-    "StoreKind",
+    "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
