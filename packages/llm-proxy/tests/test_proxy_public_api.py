@@ -11,10 +11,13 @@ def test_public_names() -> None:
         "DEFAULT_UPSTREAM",
         "ProxyServer",
         "REPORT_PATH",
+<<<<<<< HEAD
         "Scrub",
+=======
+        "STORE_MARKER",
+>>>>>>> main
         "SessionBook",
         "SessionConflictError",
-        "StoreKind",
         "detect_store",
         "is_recording_root",
         "load_recording",
