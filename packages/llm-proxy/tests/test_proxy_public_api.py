@@ -11,11 +11,8 @@ def test_public_names() -> None:
         "DEFAULT_UPSTREAM",
         "ProxyServer",
         "REPORT_PATH",
-<<<<<<< HEAD
-        "Scrub",
-=======
         "STORE_MARKER",
->>>>>>> main
+        "Scrub",
         "SessionBook",
         "SessionConflictError",
         "detect_store",

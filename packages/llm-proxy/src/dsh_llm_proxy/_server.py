@@ -25,12 +25,8 @@ from dsh_llm_proxy._app import (
     build_app,
 )
 from dsh_llm_proxy._book import call_inputs
-<<<<<<< HEAD
-from dsh_llm_proxy._root import StoreKind, detect_store, open_store
-from dsh_llm_proxy._scrub import Scrub
-=======
 from dsh_llm_proxy._root import detect_store, open_store
->>>>>>> main
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
