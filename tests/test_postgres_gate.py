@@ -62,7 +62,10 @@ def test_the_store_settings_reach_the_agent_and_nothing_else_does(
     assert "postgres" not in default_store_backend_names()  # the gate's default needs no server
 
 
+# One worker runs the gate tests: on a shared server (DSH_TEST_POSTGRES_DSN) another worker's
+# run in progress would otherwise count as a namespace left behind.
 @pytest.mark.e2e
+@pytest.mark.xdist_group("postgres-gate")
 def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
     scenario = load_scenario(FORK)
     result = run_scenario(scenario, SnapshotSettings(), "postgres")
@@ -74,6 +77,7 @@ def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("postgres-gate")
 def test_the_gate_cli_runs_postgres_when_named(configured: str, tmp_path: Path) -> None:
     gate = Path(sys.executable).with_name("dsh-snapshot")
     done = subprocess.run(
