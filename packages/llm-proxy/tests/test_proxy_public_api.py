@@ -8,7 +8,6 @@ import dsh_llm_proxy.pytest_plugin
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
-        "DEFAULT_UPSTREAM",
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
@@ -20,6 +19,7 @@ def test_public_names() -> None:
         "main",
         "open_store",
         "recorded_logs",
+        "upstream_defaults",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",
