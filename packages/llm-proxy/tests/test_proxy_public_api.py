@@ -9,6 +9,7 @@ import dsh_llm_proxy.pytest_plugin
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
         "DEFAULT_UPSTREAM",
+        "MAX_LOG_BYTES",
         "ProxyServer",
         "REPORT_PATH",
         "SessionBook",
@@ -19,6 +20,7 @@ def test_public_names() -> None:
         "load_recording",
         "main",
         "open_store",
+        "read_log_capped",
         "recorded_logs",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [

@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._cli import main
     from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
     from dsh_llm_proxy._root import (
+        MAX_LOG_BYTES,
         StoreKind,
         detect_store,
         is_recording_root,
         open_store,
+        read_log_capped,
         recorded_logs,
     )
     from dsh_llm_proxy._server import ProxyServer, load_recording
@@ -40,10 +42,12 @@ __all__ = [
     "SessionConflictError",
     "load_recording",
     # recording roots
+    "MAX_LOG_BYTES",
     "StoreKind",
     "detect_store",
     "is_recording_root",
     "open_store",
+    "read_log_capped",
     "recorded_logs",
 ]
 
@@ -55,10 +59,12 @@ _HOMES = {
     "main": "_cli",
     "SessionBook": "_book",
     "SessionConflictError": "_book",
+    "MAX_LOG_BYTES": "_root",
     "StoreKind": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",
+    "read_log_capped": "_root",
     "recorded_logs": "_root",
 }
 

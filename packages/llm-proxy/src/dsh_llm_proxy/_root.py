@@ -7,14 +7,25 @@ layout: the gate and ``dsh-snapshot show`` read a root through :func:`recorded_l
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
-from dsh_core import DshError, SessionLog, SessionStore, read_log_stream, read_log_text
+from dsh_core import DshError, SessionLog, SessionStore, read_log_stream
 from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
+from dsh_persistence_sqlite import ReadOnlySqliteStore, SqliteSessionStore
 
-__all__ = ["StoreKind", "detect_store", "is_recording_root", "open_store", "recorded_logs"]
+__all__ = [
+    "MAX_LOG_BYTES",
+    "StoreKind",
+    "detect_store",
+    "is_recording_root",
+    "open_store",
+    "read_log_capped",
+    "recorded_logs",
+]
 
 StoreKind = Literal["jsonl", "sqlite"]
 SQLITE_FILE = "sessions.db"
@@ -48,6 +59,34 @@ def is_recording_root(folder: Path) -> bool:
         return True
 
 
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""The largest session log (or SQLite store) read back: a reader holds ~10x a log in memory,
+so a crafted 64 MiB line would cost the gate or ``show`` most of a small machine."""
+
+
+def read_log_capped(path: Path, limit: int = MAX_LOG_BYTES) -> SessionLog:
+    """One JSONL session log as written, never through a link, refused past ``limit`` bytes.
+
+    Raises:
+        DshError: a link, not a regular file, too large, or unreadable (naming the file).
+        LogFormatError: a line is malformed (naming the file and line).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise DshError(f"{path}: cannot read the session log ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DshError(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise DshError(
+                f"{path}: {info.st_size} bytes, larger than the {limit}-byte limit for reading "
+                "a session log back; nothing was loaded"
+            )
+        return read_log_stream(handle, str(path))
+
+
 def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
     """Every session of a recording root exactly as written (an open turn stays open), each
     with the name a reader shows for it (``<id>.jsonl``, or ``sessions.db:<id>``), ordered by
@@ -58,18 +97,17 @@ def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
     """
     if detect_store(root) == "sqlite":
         database = root / SQLITE_FILE
-        with SqliteSessionStore(database) as store:
+        # Read-only (mode=ro, immutable): reading a recording never writes it, nor a -wal.
+        info = database.lstat()
+        if stat.S_ISLNK(info.st_mode) or info.st_size > MAX_LOG_BYTES:
+            raise DshError(f"{database}: a symlink or larger than {MAX_LOG_BYTES} bytes; not read")
+        with contextlib.closing(ReadOnlySqliteStore(database)) as store:
             return [
-                (
-                    f"{SQLITE_FILE}:{header.id}",
-                    read_log_text(store.export_jsonl(header.id), f"{database}:{header.id}"),
-                )
+                (f"{SQLITE_FILE}:{header.id}", store.load(header.id))
                 for header in store.list_sessions()
             ]
     store = JsonlSessionStore(root, sweep=False)
-    logs: list[tuple[str, SessionLog]] = []
-    for header in store.list_sessions():
-        path = store.path_of(header.id)
-        with path.open("rb") as handle:
-            logs.append((path.name, read_log_stream(handle, str(path))))
-    return logs
+    return [
+        (store.path_of(header.id).name, read_log_capped(store.path_of(header.id)))
+        for header in store.list_sessions()
+    ]
