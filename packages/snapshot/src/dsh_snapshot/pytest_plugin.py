@@ -245,9 +245,11 @@ class ScenarioItem(pytest.Item):
             raise ScenarioFailure(result.failures)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        from dsh_snapshot._safeout import clean  # noqa: PLC0415 - keep the plugin inert and cheap
+
         if isinstance(excinfo.value, ScenarioFailure):
-            return "\n".join(excinfo.value.failures)
-        return str(super().repr_failure(excinfo, style=style))
+            return clean("\n".join(excinfo.value.failures))
+        return clean(str(super().repr_failure(excinfo, style=style)))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"scenario {self.name}"
