@@ -40,9 +40,9 @@ def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScena
 
 
 def _verdict(result: ScenarioResult) -> str:
-    if result.ok:
-        return "[green]pass[/green]"
-    return "[yellow]NEEDS[/yellow]" if result.needs else "[red]FAIL[/red]"
+    return {"pass": "[green]pass[/green]", "needs": "[yellow]NEEDS[/yellow]"}.get(
+        result.verdict, "[red]FAIL[/red]"
+    )
 
 
 def print_broken(console: Console, broken: Sequence[BrokenScenario]) -> None:

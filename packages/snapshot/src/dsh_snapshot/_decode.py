@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
+
+from dsh_core import loads_bounded
 
 __all__ = ["file_texts", "line_at", "line_views", "split_views"]
 
@@ -152,15 +153,16 @@ def line_views(line: str) -> list[str]:
 
 def _documents(text: str) -> Iterator[tuple[int, Any]]:
     """JSON values of a file with their first line: the whole file, else one per line."""
+    # Bounded: a deeply nested document is scanned as lines of text, never a crash.
     try:
-        yield 1, json.loads(text)
+        yield 1, loads_bounded(text)
         return
     except ValueError:
         pass
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip().startswith(("{", "[")):
             try:
-                yield number, json.loads(line)
+                yield number, loads_bounded(line)
             except ValueError:
                 continue
 

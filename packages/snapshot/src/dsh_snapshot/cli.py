@@ -32,6 +32,7 @@ from dsh_snapshot._dotenv import key_destination
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
@@ -389,7 +390,13 @@ def _run(
     html = getattr(args, "html_report", None) is not None
     results = run(settings, selection.scenarios, keep_outputs=html)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
-    write_report_if_asked(args, results, selection.broken, console)
+    try:
+        write_report_if_asked(args, results, selection.broken, console)
+    except ConfinedPathError as exc:
+        console.print(
+            f"dsh-snapshot: HTML report not written: {exc}", highlight=False, markup=False
+        )
+        return _EXIT_USAGE
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
