@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
     from dsh_llm_proxy._root import (
         MAX_LOG_BYTES,
-        StoreKind,
+        STORE_MARKER,
         detect_store,
         is_recording_root,
         open_store,
@@ -43,7 +43,7 @@ __all__ = [
     "load_recording",
     # recording roots
     "MAX_LOG_BYTES",
-    "StoreKind",
+    "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
@@ -60,7 +60,7 @@ _HOMES = {
     "SessionBook": "_book",
     "SessionConflictError": "_book",
     "MAX_LOG_BYTES": "_root",
-    "StoreKind": "_root",
+    "STORE_MARKER": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",
