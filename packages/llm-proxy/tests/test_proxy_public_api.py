@@ -13,6 +13,7 @@ def test_public_names() -> None:
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
+        "Scrub",
         "SessionBook",
         "SessionConflictError",
         "detect_store",
@@ -27,6 +28,7 @@ def test_public_names() -> None:
         "MODES",
         "llm_proxy",
         "llm_proxy_key_env",
+        "llm_proxy_scrub",
         "llm_proxy_upstream",
         "recording_dir",
     ]
