@@ -8,6 +8,7 @@ import dsh_llm_proxy.pytest_plugin
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
+        "MAX_LOG_BYTES",
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
@@ -19,6 +20,7 @@ def test_public_names() -> None:
         "load_recording",
         "main",
         "open_store",
+        "read_log_capped",
         "recorded_logs",
         "upstream_defaults",
     ]

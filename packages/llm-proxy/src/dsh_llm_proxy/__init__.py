@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._cli import main
     from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
     from dsh_llm_proxy._root import (
+        MAX_LOG_BYTES,
         STORE_MARKER,
         detect_store,
         is_recording_root,
         open_store,
+        read_log_capped,
         recorded_logs,
     )
     from dsh_llm_proxy._scrub import Scrub
@@ -42,10 +44,12 @@ __all__ = [
     "SessionConflictError",
     "load_recording",
     # recording roots
+    "MAX_LOG_BYTES",
     "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
+    "read_log_capped",
     "recorded_logs",
 ]
 
@@ -58,10 +62,12 @@ _HOMES = {
     "main": "_cli",
     "SessionBook": "_book",
     "SessionConflictError": "_book",
+    "MAX_LOG_BYTES": "_root",
     "STORE_MARKER": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",
+    "read_log_capped": "_root",
     "recorded_logs": "_root",
 }
 
