@@ -8,23 +8,27 @@ import dsh_llm_proxy.pytest_plugin
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
-        "DEFAULT_UPSTREAM",
+        "MAX_LOG_BYTES",
         "ProxyServer",
         "REPORT_PATH",
+        "STORE_MARKER",
+        "Scrub",
         "SessionBook",
         "SessionConflictError",
-        "StoreKind",
         "detect_store",
         "is_recording_root",
         "load_recording",
         "main",
         "open_store",
+        "read_log_capped",
         "recorded_logs",
+        "upstream_defaults",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",
         "llm_proxy",
         "llm_proxy_key_env",
+        "llm_proxy_scrub",
         "llm_proxy_upstream",
         "recording_dir",
     ]

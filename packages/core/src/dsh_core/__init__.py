@@ -61,6 +61,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._jsondepth import MAX_JSON_DEPTH, JsonDepthError, json_depth, loads_bounded
 from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
@@ -157,6 +158,7 @@ from dsh_core._session import (
 )
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._subagent_tool import SubagentTool
+from dsh_core._todo import TODO_STATUSES, TodoWriteTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 from dsh_core._validate import validate_arguments
 
@@ -254,6 +256,10 @@ __all__ = [
     # errors
     "DshError",
     "LogFormatError",
+    "JsonDepthError",
+    "MAX_JSON_DEPTH",
+    "json_depth",
+    "loads_bounded",
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",
@@ -286,6 +292,8 @@ __all__ = [
     "EventListener",
     "OutputCollector",
     "SubagentTool",
+    "TODO_STATUSES",
+    "TodoWriteTool",
     "TurnOutcome",
     "bash_argument_errors",
     "delegated_prompts",

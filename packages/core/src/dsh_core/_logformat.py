@@ -17,6 +17,7 @@ from typing import Any, TypeGuard, cast
 from dsh_core._encode import dumps_event
 from dsh_core._errors import LogFormatError
 from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
+from dsh_core._jsondepth import MAX_JSON_DEPTH, json_depth
 
 __all__ = [
     "PACKED_ROW_TYPES",
@@ -248,7 +249,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _too_deep(text: str, source: str, number: int) -> None:
+    """A line nested deeper than ``MAX_JSON_DEPTH`` is an error naming it, never a crash of
+    whatever walks it later (two C counts per line; the depth walk only for bracket-heavy
+    lines)."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise LogFormatError(source, number, None, f"JSON nested deeper than {MAX_JSON_DEPTH}")
+
+
 def _decode(line_text: str, source: str, number: int) -> Any:
+    _too_deep(line_text, source, number)
     try:
         return json.loads(line_text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -303,10 +313,11 @@ def _read_log_fast(text: str, source: str) -> SessionLog:
     size = len(text)
     try:
         obj, end = scan(text, 0)
-    except (StopIteration, ValueError):
+    except (StopIteration, ValueError, RecursionError):
         raise _Irregular from None
     if end < size and text[end] != "\n":
         raise _Irregular
+    _too_deep(text[:end], source, 1)
     header = header_from_json(obj, source, 1)
     events: list[Event] = []
     append = events.append
@@ -315,10 +326,12 @@ def _read_log_fast(text: str, source: str) -> SessionLog:
         number += 1
         try:
             row, end = scan(text, pos)
-        except (StopIteration, ValueError):
-            raise _Irregular from None
+        except (StopIteration, ValueError, RecursionError):
+            raise _Irregular from None  # the line-by-line path names the line and why
         if end < size and text[end] != "\n":
             raise _Irregular
+        if text.count("[", pos, end) + text.count("{", pos, end) > MAX_JSON_DEPTH:
+            _too_deep(text[pos:end], source, number)
         pos = end + 1
         expected = len(events)
         # The common row ({type, seq, time, data}, seq in order, not packed) is checked inline
@@ -442,11 +455,12 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
             raise LogFormatError(
                 source, number, None, f"invalid UTF-8 at byte {offset + exc.start}"
             ) from None
+        _too_deep(text, source, number)
         # The common line is one JSON value then its newline: the scanner alone decodes it to
         # what json.loads would. Anything else takes read_log's own per-line steps.
         try:
             obj, end = scan(text, 0)
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):
             pass
         else:
             size = len(text)

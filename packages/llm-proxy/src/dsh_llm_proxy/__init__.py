@@ -19,46 +19,55 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
     from dsh_llm_proxy._cli import main
-    from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+    from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
     from dsh_llm_proxy._root import (
-        StoreKind,
+        MAX_LOG_BYTES,
+        STORE_MARKER,
         detect_store,
         is_recording_root,
         open_store,
+        read_log_capped,
         recorded_logs,
     )
+    from dsh_llm_proxy._scrub import Scrub
     from dsh_llm_proxy._server import ProxyServer, load_recording
 
 __all__ = [
     # serving
-    "DEFAULT_UPSTREAM",
+    "upstream_defaults",
     "REPORT_PATH",
     "ProxyServer",
+    "Scrub",
     "main",
     # sessions
     "SessionBook",
     "SessionConflictError",
     "load_recording",
     # recording roots
-    "StoreKind",
+    "MAX_LOG_BYTES",
+    "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
+    "read_log_capped",
     "recorded_logs",
 ]
 
 _HOMES = {
-    "DEFAULT_UPSTREAM": "_defaults",
+    "upstream_defaults": "_defaults",
     "REPORT_PATH": "_defaults",
     "ProxyServer": "_server",
+    "Scrub": "_scrub",
     "load_recording": "_server",
     "main": "_cli",
     "SessionBook": "_book",
     "SessionConflictError": "_book",
-    "StoreKind": "_root",
+    "MAX_LOG_BYTES": "_root",
+    "STORE_MARKER": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",
+    "read_log_capped": "_root",
     "recorded_logs": "_root",
 }
 

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -24,7 +25,9 @@ from starlette.routing import Route
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
 from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
-from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+from dsh_llm_proxy._defaults import REPORT_PATH
+from dsh_llm_proxy._guard import LocalOnly
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
     ReplayCallError,
@@ -34,7 +37,6 @@ from dsh_llm_replay import (
 )
 
 __all__ = [
-    "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "RecordEngine",
     "ReplayEngine",
@@ -86,21 +88,26 @@ class RecordEngine:
         store: where the session logs go.
         upstream: the upstream API root (``/chat/completions`` is appended).
         api_key: the upstream key, from the proxy's own environment.
+        scrub: applied to every event before it is written.
     """
 
     store: SessionStore
     upstream: str
     api_key: str
     timeout: float = 600.0
+    scrub: Scrub = field(default_factory=Scrub)
 
     def __post_init__(self) -> None:
-        self.book = SessionBook(self.store)
+        self.book = SessionBook(self.store, scrub=self.scrub.value if self.scrub else None)
         self._http: httpx.AsyncClient | None = None
 
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=10.0))
+            # Never follow a redirect: the key goes to the configured upstream and nowhere else.
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout, connect=10.0), follow_redirects=False
+            )
         return self._http
 
     async def aclose(self) -> None:
@@ -230,13 +237,18 @@ class _Relay:
 
 @dataclass
 class ReplayEngine:
-    """Answers from recorded scripts, keylessly, by ``dsh_llm_replay``'s binding rules."""
+    """Answers from recorded scripts, keylessly, by ``dsh_llm_replay``'s binding rules.
+
+    ``scrub`` is applied to the recorded and the live request before they are compared, and
+    puts the live values of its literals back into the answers (see :class:`Scrub`).
+    """
 
     client: ReplayModelClient
     models_seen: Sequence[str] = ()
     recorded_inputs: Mapping[str, Sequence[Sequence[str]]] = field(
         default_factory=dict[str, Sequence[Sequence[str]]]
     )
+    scrub: Scrub = field(default_factory=Scrub)
 
     def __post_init__(self) -> None:
         self.book = SessionBook(None)
@@ -254,7 +266,8 @@ class ReplayEngine:
         drift = self._drift(call, source, number)
         if drift is not None:
             return drift
-        expected, live = list(recorded[number - 1]), call.inputs()
+        expected = [self.scrub.text(i) for i in recorded[number - 1]]
+        live = [self.scrub.text(i) for i in call.inputs()]
         if expected == live:
             return None
         return (
@@ -268,7 +281,9 @@ class ReplayEngine:
         expected = None if script is None else script.request_headers.for_call(number)
         if expected is None:
             return None  # a recording without headers cannot be checked
-        difference = first_header_difference(expected, call.request_header)
+        difference = first_header_difference(
+            self.scrub.value(expected), self.scrub.value(call.request_header)
+        )
         if difference is None:
             return None
         return (
@@ -303,7 +318,9 @@ class ReplayEngine:
         if isinstance(read, JSONResponse):
             return read
         body, call = read
-        chunks = self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
+        chunks = self.scrub.restored(
+            self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
+        )
         model = str(body.get("model", ""))
         # Pull the first chunk before answering, so that a call the recording cannot serve is
         # an HTTP error, not a broken stream.
@@ -391,7 +408,7 @@ def build_app(engine: Engine, on_shutdown: Callable[[], None] | None = None) -> 
     routes += [Route(path, engine.models, methods=["GET"]) for path in ("/models", "/v1/models")]
     if isinstance(engine, ReplayEngine):
         routes.append(Route(REPORT_PATH, engine.report_endpoint, methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(LocalOnly)])
 
 
 def api_key_from_env(name: str) -> str:

@@ -14,8 +14,8 @@ from types import FrameType, TracebackType
 import uvicorn
 
 from dsh_core import DshError, SessionStore
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
 from dsh_llm_proxy._app import (
-    DEFAULT_UPSTREAM,
     REPORT_PATH,
     Engine,
     RecordEngine,
@@ -24,7 +24,9 @@ from dsh_llm_proxy._app import (
     build_app,
 )
 from dsh_llm_proxy._book import call_inputs
-from dsh_llm_proxy._root import StoreKind, detect_store, open_store
+from dsh_llm_proxy._defaults import upstream_defaults
+from dsh_llm_proxy._root import detect_store, open_store
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
@@ -56,7 +58,8 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     path = Path(root)
     if not path.is_dir():
         raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
-    store = open_store(path, detect_store(path))
+    # Opened by the root's own backend, not through open_store: a replay writes nothing.
+    store = store_backend(detect_store(path)).open(path)
     try:
         scripts: list[SessionScript] = []
         models: list[str] = []
@@ -110,17 +113,20 @@ class ProxyServer:
         cls,
         root: Path | str,
         *,
-        store: StoreKind = "jsonl",
-        upstream: str = DEFAULT_UPSTREAM,
-        api_key_env: str = "DEEPSEEK_API_KEY",
+        store: str = DEFAULT_STORE_BACKEND,
+        upstream: str | None = None,
+        api_key_env: str | None = None,
         port: int = 0,
+        scrub: Scrub | None = None,
     ) -> ProxyServer:
-        """A recording proxy writing into ``root``.
+        """A recording proxy writing into ``root``, each event through ``scrub`` first.
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
         """
-        key = api_key_from_env(api_key_env)
+        default_upstream, default_key_env = upstream_defaults()
+        upstream = upstream or default_upstream
+        key = api_key_from_env(api_key_env or default_key_env)
         opened = open_store(Path(root), store)
         existing = len(opened.list_sessions())
         if existing:
@@ -131,16 +137,18 @@ class ProxyServer:
                 f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
                 "record into an empty folder (or delete it first)"
             )
-        return cls(RecordEngine(opened, upstream, key), opened, port)
+        return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
 
     @classmethod
-    def replay(cls, root: Path | str, *, port: int = 0) -> ProxyServer:
-        """A keyless proxy answering from the recording in ``root``."""
+    def replay(cls, root: Path | str, *, port: int = 0, scrub: Scrub | None = None) -> ProxyServer:
+        """A keyless proxy answering from the recording in ``root``; ``scrub`` applies to both
+        sides of each request comparison and puts its literals back into the answers."""
         recording = load_recording(root)
         # The engine compares each call's header itself: the client never sees the request's
         # model, system prompt or tools (the wire's, not a ModelRequest's).
         client = ReplayModelClient(recording.scripts, check_headers=False)
-        return cls(ReplayEngine(client, recording.models, recording.inputs), None, port)
+        engine = ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub())
+        return cls(engine, None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

@@ -32,13 +32,14 @@ import sys
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import (
+    CWD,
     CreateOptions,
     DshError,
     SandboxSettings,
@@ -48,9 +49,11 @@ from dsh_core import (
     creation_order,
     read_log_text,
 )
-from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, open_store, recorded_logs
+from dsh_llm_proxy import REPORT_PATH, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
+from dsh_snapshot._determinism import HOME, TMP, clock_command
+from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._served import served_base_url, stderr_tail
 
@@ -68,9 +71,11 @@ __all__ = [
 ]
 
 _KEY_ENV = "DSH_PROXY_UPSTREAM_KEY"
-# What the agent must not inherit from the caller: a key it could send past the proxy, or a
-# proxy setting that would route its loopback calls elsewhere.
-_WITHHELD = re.compile(r"(?i)(_API_KEY|^HTTPS?_PROXY|^ALL_PROXY)$")
+# What the agent must not inherit from the caller: a key it could send past the proxy, a
+# proxy setting that would route its loopback calls elsewhere, or a preloaded library and
+# libfaketime's settings (the agent's clock is the scenario's ``clock:``; a gate run under
+# faketime would hand it shared memory the sandboxed agent may not open).
+_WITHHELD = re.compile(r"(?i)(_API_KEY$|^HTTPS?_PROXY$|^ALL_PROXY$|^LD_PRELOAD$|^FAKETIME)")
 # An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
 # string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
 _MIN_NORMALISED_ID = 8
@@ -154,7 +159,7 @@ def recording_logs(root: Path) -> list[SessionLog]:
     return creation_order([log for _, log in recorded_logs(root)])
 
 
-def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) -> None:
+def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> None:
     """Write a scenario's session fixtures into an empty proxy root the proxy can replay.
 
     Committed fixtures are normalised (every id ``{{sessionId}}``, ``createdAt`` 0), so each
@@ -165,7 +170,7 @@ def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) 
     Raises:
         DshError: a fixture cannot be read.
     """
-    store = open_store(root, kind)
+    opened = open_store(root, store)
     try:
         for index, path in enumerate(session_files):
             log = read_log_text(path.read_text(encoding="utf-8"), str(path))
@@ -177,9 +182,9 @@ def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) 
                 origin=header.origin,
                 delegation_depth=header.delegation_depth,
             )
-            store.create(CreateOptions(f"s{index:04d}", log.events, meta)).close()
+            opened.create(CreateOptions(f"s{index:04d}", log.events, meta)).close()
     finally:
-        store.close()
+        opened.close()
 
 
 # --- the proxy process ---------------------------------------------------------------------
@@ -231,15 +236,25 @@ class ForeignModel:
     def start(self, cwd: Path, timeout: float) -> AgentProcess:
         """Start the agent (always a fresh process: it is not ours to fork warm), confined as
         our ``bash`` tool is: writes only beneath the run's cwd and a private home and temp
-        dir (Landlock), ``HOME`` and ``TMPDIR`` pointing at those.
+        dir (Landlock), ``HOME`` and ``TMPDIR`` pointing at those; under libfaketime when
+        the scenario fixes the clock.
 
         Raises:
             SandboxUnavailableError: in CI (strict) when Landlock is missing.
+            ClockUnavailableError: ``clock:`` is set and ``faketime`` is not installed.
         """
-        argv = asyncio.run(self.sandbox.wrap(self.agent.argv(self.scenario.path), str(cwd)))
+        clock = self.scenario.meta.clock if self.scenario.meta is not None else None
+        command = clock_command(clock, self.agent.argv(self.scenario.path))
+        argv = asyncio.run(self.sandbox.wrap(command, str(cwd)))
         env = self.agent.environment(self.base_url)
         env |= {"HOME": str(self.sandbox.home), "TMPDIR": str(self.sandbox.tmp)}
         return AgentProcess(cwd, env, timeout, command=argv)
+
+    @property
+    def literals(self) -> dict[str, str]:
+        """The run's private home and temp dir and their placeholders (the cwd is the
+        normaliser's own)."""
+        return {str(self.sandbox.home): HOME, str(self.sandbox.tmp): TMP}
 
     def logs(self) -> list[SessionLog]:
         """The run's session logs: the committed fixtures in replay (the proxy writes none),
@@ -255,24 +270,6 @@ def normalised_ids(session_ids: Sequence[str]) -> list[str]:
     return [s for s in session_ids if len(s) >= _MIN_NORMALISED_ID]
 
 
-PROXY_STORES: tuple[str, ...] = get_args(StoreKind)
-"""The store backends ``dsh-llm-proxy`` keeps recordings in."""
-
-
-def proxy_store(persistence: str) -> StoreKind:
-    """The proxy's store for a run's store backend.
-
-    Raises:
-        AgentError: ``dsh-llm-proxy`` keeps its recordings in JSONL or SQLite only.
-    """
-    if persistence not in PROXY_STORES:
-        raise AgentError(
-            f"store backend {persistence!r}: dsh-llm-proxy keeps recordings in "
-            f"{' or '.join(PROXY_STORES)} only, so a foreign agent runs on those"
-        )
-    return cast(StoreKind, persistence)
-
-
 @contextlib.contextmanager
 def foreign_model(
     agent: ForeignAgent,
@@ -284,43 +281,62 @@ def foreign_model(
     tmp: Path,
     api_key: str | None,
     timeout: float,
+    cwd: Path | None = None,
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
     ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
 
     Raises:
         AgentError: no key for a live recording; no ``model.script.json`` for a scripted one;
-            a store backend the proxy does not keep recordings in; the proxy did not start.
+            the proxy did not start.
     """
     check_not_recorded_with_override(scenario)
-    kind = proxy_store(store)
     root = tmp / "proxy-root"
     root.mkdir()
     log = tmp / "proxy.stderr"
+    # The agent's command comes from the scenario (untrusted, SECURITY.md): its writes are
+    # confined like a bash tool's. Its network is not: it must reach the proxy on loopback.
+    mode = "strict" if os.environ.get("CI") == "true" else "warn"
+    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="allow"))
     with contextlib.ExitStack() as stack:
         if replaying:
-            stage_recording(scenario.session_files, root, kind)
-            args, env = ["replay", "--root", str(root)], _upstream_key_env("")
+            stage_recording(scenario.session_files, root, store)
+            args = ["replay", "--root", str(root), *_scrub_arguments(scenario, sandbox, cwd)]
+            env = _upstream_key_env("")
             env.pop(_KEY_ENV)
         else:
-            upstream = os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_UPSTREAM
+            # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
+            provider = live_provider()
             key = api_key
             if scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
+            else:
+                upstream = live_upstream(provider)
             if not key:
-                raise AgentError("record needs DEEPSEEK_API_KEY (it goes to the proxy only)")
+                raise AgentError(
+                    f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
+                )
             args = ["record", "--root", str(root), "--store", store, "--upstream", upstream]
             args += ["--api-key-env", _KEY_ENV]
             env = _upstream_key_env(key)
         base_url = stack.enter_context(_proxy(args, env, log, timeout))
-        # The agent's command comes from the scenario (untrusted, SECURITY.md): its writes are
-        # confined like a bash tool's. Its network is not: it must reach the proxy on loopback.
-        mode = "strict" if os.environ.get("CI") == "true" else "warn"
-        sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="allow"))
         yield ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
         if replaying:
             report = _fetch_report(base_url, timeout, log)
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _scrub_arguments(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> list[str]:
+    """The replaying proxy's ``--literal`` / ``--scrub`` arguments: the run's paths become
+    the placeholders the recording holds (and are put back into its answers), then the
+    scenario's own scrubbers, on both sides of each request comparison."""
+    paths = {HOME: str(sandbox.home), TMP: str(sandbox.tmp)}
+    if cwd is not None:
+        paths[CWD] = str(cwd)
+    args = [f"--literal={name}={value}" for name, value in paths.items()]
+    scrubbers = scenario.meta.scrub if scenario.meta is not None else ()
+    args += [f"--scrub={s.placeholder}={s.pattern}" for s in scrubbers]
+    return args
 
 
 def _fetch_report(base_url: str, timeout: float, log: Path) -> object:

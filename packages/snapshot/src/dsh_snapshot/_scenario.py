@@ -10,6 +10,7 @@ never makes a folder upstream's.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,10 +29,19 @@ from pydantic import (
     field_validator,
 )
 
-from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LogFormatError, LoopProfile, read_log
+from dsh_core import (
+    DEFAULT_LOOP_PROFILE,
+    DshError,
+    LogFormatError,
+    LoopProfile,
+    loads_bounded,
+    read_log,
+)
 from dsh_llm_replay import ReplayError, load_override
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
+from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
+from dsh_snapshot._fsafe import ConfinedPathError, read_text
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
 from dsh_snapshot._steps import InputDocument
@@ -68,6 +78,10 @@ _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 Recording = Literal["live", "scripted", "authored"]
 
 
+_MAX_META = 1024 * 1024
+_MAX_INPUT = 16 * 1024 * 1024
+
+
 class ScenarioError(DshError):
     """A scenario folder is malformed; the message names the file and the field."""
 
@@ -93,7 +107,8 @@ class AllowEntry(BaseModel):
 
     Attributes:
         file: the file, relative to the scenario folder (``workspace/notes.txt``).
-        line: the 1-based line the scan reported.
+        line: the 1-based line the scan reported (optional, informative only: an entry is
+            pinned to its file and hash, so a line added above does not unpin it).
         hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
             value itself).
         reason: why this is not a secret; a reviewer reads it.
@@ -102,7 +117,7 @@ class AllowEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
-    line: int = Field(ge=1)
+    line: int | None = Field(default=None, ge=1)
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     reason: str = Field(min_length=8, pattern=r"\S")
 
@@ -135,6 +150,24 @@ class SnapshotMeta(BaseModel):
     """The variable through which ``agent`` takes its model base URL (``OPENAI_BASE_URL``)."""
     agent_env: dict[EnvName, str] | None = None
     """Fixed variables ``agent`` needs (a placeholder key its SDK insists on)."""
+    scrub: tuple[Scrubber, ...] = ()
+    """User scrubbers, regex → placeholder (see :mod:`dsh_snapshot._determinism`)."""
+    ignore_fields: tuple[FieldPath, ...] = ()
+    """Key chains of output whose values are not compared (``_meta.durationMs``)."""
+    unordered_updates: tuple[UpdateKind, ...] = ()
+    """``session/update`` kinds compared without their position."""
+    clock: FixedClock | None = None
+    """A fixed start time for the agent process (``faketime``), ``2026-01-15T09:00:00``."""
+
+    @property
+    def determinism(self) -> Determinism:
+        """The scenario's determinism settings."""
+        return Determinism(
+            scrub=self.scrub,
+            ignore_fields=self.ignore_fields,
+            unordered_updates=self.unordered_updates,
+            clock=self.clock,
+        )
 
     @field_validator("agent_base_url_env", "agent_env")
     @classmethod
@@ -256,15 +289,16 @@ class Scenario:
             return list(requested)
         return [self.meta.persistence]
 
-    def needs(self, *, recordings: bool = True) -> list[str]:
+    def needs(self, *, recordings: bool = True, foreign: bool = False) -> list[str]:
         """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);
         empty when it can run. ``recordings=False`` skips the tools the recorded logs call
-        (a new recording overwrites them).
+        (a new recording overwrites them); so does ``foreign`` (another agent runs, whose
+        tools and subagents are its own: it is judged by what it recorded).
 
         Raises:
             DshError: a recorded log cannot be read.
         """
-        files = self.session_files if recordings else ()
+        files = self.session_files if recordings and not foreign else ()
         return scenario_needs([s.raw for s in self.steps], files, self.workspace)
 
     @property
@@ -356,11 +390,27 @@ def detect_loop_profile(session_files: Sequence[Path]) -> LoopProfile:
     return "june"
 
 
-def _load_meta(path: Path) -> SnapshotMeta:
+def _read_confined(path: Path, limit: int) -> str:
+    """A scenario file's text through the one confined open (no link followed)."""
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return read_text(path.parent, path.name, limit)
+    except (ConfinedPathError, OSError, UnicodeDecodeError) as exc:
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise ScenarioError(path, None, f"cannot be read: {reason}") from None
+
+
+def _load_meta(path: Path) -> SnapshotMeta:
+    text = _read_confined(path, _MAX_META)
+    try:
+        raw: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ScenarioError(path, None, f"invalid YAML: {exc}") from None
+        # Where, never what: the problem and its line/column, not the quoted source line.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ScenarioError(path, None, f"invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ScenarioError(path, None, "invalid YAML: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ScenarioError(path, None, "snapshot.yml must be a mapping")
     try:
@@ -386,8 +436,9 @@ def _check_strict(path: Path, raw: Any) -> None:
 
 
 def _load_steps(path: Path, *, strict: bool) -> tuple[Step, ...]:
+    text = _read_confined(path, _MAX_INPUT)
     try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+        raw: Any = loads_bounded(text)
     except ValueError as exc:
         raise ScenarioError(path, None, f"invalid JSON: {exc}") from None
     if strict:
@@ -461,10 +512,12 @@ def load_scenario(folder: Path) -> Scenario:
         ScenarioError: naming the file and field at fault.
     """
     folder = folder.resolve()
-    if not (folder / INPUT_FILE).is_file():
+    if not os.path.lexists(folder / INPUT_FILE):
         raise ScenarioError(folder / INPUT_FILE, None, "not a scenario folder: input.json missing")
     meta_file = folder / META_FILE
-    meta = _load_meta(meta_file) if meta_file.is_file() else None
+    # lexists: a snapshot.yml that is a link (even a dangling one) is read, and refused, by
+    # the confined open; it never counts as absent.
+    meta = _load_meta(meta_file) if os.path.lexists(meta_file) else None
     if meta is None and not is_upstream_recording(folder):
         raise ScenarioError(
             meta_file,

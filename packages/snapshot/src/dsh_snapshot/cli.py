@@ -22,18 +22,22 @@ from typing import Any, NoReturn, cast
 
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._dotenv import key_destination
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
+from dsh_snapshot._safeout import safe_output
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -204,10 +208,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def record_key() -> str | None:
     """The live provider's key (``DEEPSEEK_API_KEY`` for ``deepseek``, see
-    ``DSH_RECORD_PROVIDER``) after loading ``./.env`` (record mode is the only caller)."""
-    from dotenv import load_dotenv  # noqa: PLC0415 - .env is read in record mode only
+    ``DSH_RECORD_PROVIDER``) after reading the keys of an untracked ``./.env`` (record mode is
+    the only caller; ``_dotenv`` says what is ignored and why)."""
+    from dsh_snapshot._dotenv import load_keys  # noqa: PLC0415 - .env is read in record mode only
 
-    load_dotenv(Path.cwd() / ".env", override=False)
+    load_keys(Path.cwd())
     name = key_name(live_provider())
     key = os.environ.get(name, "").strip() if name is not None else "no key needed"
     return key or None
@@ -231,17 +236,19 @@ def _list(
                 f"{s.name} was recorded {age} days ago ({provenance and provenance.recordedAt})"
             )
         table.add_row(
-            s.name,
+            escape(s.name),
             s.meta.recording if s.meta else "upstream",
-            provenance.model if provenance else "",
+            escape(provenance.model) if provenance else "",
             f"{age} days" if age is not None else "",
             str(len(s.session_files)),
             str(len(s.steps)),
             "yes" if s.fork_children else "",
-            str(s.path),
+            escape(str(s.path)),
         )
     for b in broken:
-        table.add_row(b.name, "[red]MALFORMED[/red]", "", "", "", "", "", str(b.path))
+        table.add_row(
+            escape(b.name), "[red]MALFORMED[/red]", "", "", "", "", "", escape(str(b.path))
+        )
     console.print(table)
     print_broken(console, broken)
     tail = f", {len(broken)} malformed" if broken else ""
@@ -271,6 +278,9 @@ def _record(console: Console, scenarios: Sequence[Scenario], settings: SnapshotS
                 "or ./.env (use `dsh-snapshot record --scripted` to record keylessly)"
             )
             return 0
+        host = key_destination(live_provider())
+        if host is not None:
+            print(f"dsh-snapshot record: {key_name(live_provider())} is sent to {host} only")
         problem = preflight_problem()
         if problem is not None:
             console.print(
@@ -314,7 +324,15 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dsh-snapshot`` console script; returns the exit status."""
+    """Entry point of the ``dsh-snapshot`` console script; returns the exit status.
+
+    All output is redacted and its control characters escaped (``_safeout``).
+    """
+    with safe_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.foreign_agent = agent_from_arguments(parser, args)
@@ -372,7 +390,13 @@ def _run(
     html = getattr(args, "html_report", None) is not None
     results = run(settings, selection.scenarios, keep_outputs=html)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
-    write_report_if_asked(args, results, selection.broken, console)
+    try:
+        write_report_if_asked(args, results, selection.broken, console)
+    except ConfinedPathError as exc:
+        console.print(
+            f"dsh-snapshot: HTML report not written: {exc}", highlight=False, markup=False
+        )
+        return _EXIT_USAGE
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
