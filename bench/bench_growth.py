@@ -37,8 +37,7 @@ TARGET = 1.2
 SIZES = (1, 10, 100, 1000)
 
 
-def _reply(i: int) -> dict[str, Any]:
-    text = f"R{i}"
+def _reply(text: str) -> dict[str, Any]:
     usage = {"inputTokens": 10, "outputTokens": 2, "cacheReadTokens": 0, "reasoningTokens": 0}
     chunks: list[Any] = [*text_chunks(text)]
     chunks.insert(-1, {"type": "usage", "usage": usage})
@@ -49,10 +48,14 @@ def scenario(folder: Path, n: int, copy: int = 0) -> Path:
     """A scenario of ``n`` one-call prompts in one session under ``folder/sdk``."""
     target = folder / "sdk" / f"growth-{n}-{copy}"
     target.mkdir(parents=True)
-    prompts = [{"op": "prompt", "text": f"Reply with exactly: R{i}. No tools."} for i in range(n)]
+    # Every copy's text is its own: the gate scans each content once (a content-hash cache),
+    # so identical copies would hide the scan from all but the first.
+    prompts = [
+        {"op": "prompt", "text": f"Reply with exactly: R{i}-{copy}. No tools."} for i in range(n)
+    ]
     steps = [{"op": "initialize"}, {"op": "newSession"}, *prompts]
     (target / "input.json").write_text(json.dumps({"steps": steps}, indent=1))
-    script = {"sessions": [[_reply(i) for i in range(n)]]}
+    script = {"sessions": [[_reply(f"R{i}-{copy}") for i in range(n)]]}
     (target / "model.script.json").write_text(json.dumps(script, indent=1))
     (target / "snapshot.yml").write_text(
         "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\nloop: june\n"
