@@ -12,7 +12,7 @@ and fake keys in the environment, and asserts:
 - a refused scenario is reported naming the file and the field (or entry), and its folder is
   left exactly as it was.
 
-The recorded-``bash`` cases hold because of the Landlock/netns sandbox and the tool environment
+The recorded-``bash`` cases hold because of the bubblewrap sandbox and the tool environment
 allow-list (``dsh_core._sandbox``); the rest because of this package's confinement, key scan and
 staged publishing (SECURITY.md maps each promise to its case).
 """
@@ -311,10 +311,13 @@ CASES = [
         refused=False,
     ),
     Case(
-        "bash-reads-an-outside-key-in-refresh",
+        # The sandbox hides the host's /tmp (where the key lies): the command cannot read it,
+        # and the refreshed fixtures hold its failure, never the key.
+        "bash-cannot-read-an-outside-key-in-refresh",
         _bash(lambda box: f"cat {box.sentinel / 'secret.txt'}"),
         command=("refresh",),
-        expect=("the new fixtures were NOT written", "bash/session.jsonl:", "value masked"),
+        code=0,
+        refused=False,
     ),
     Case(
         "bash-runs-env-in-refresh",
@@ -385,8 +388,9 @@ def test_record_with_a_hostile_model(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """``dsh-snapshot record`` (live mode, a fake ``DEEPSEEK_API_KEY``) against the scripted
-    model server, whose model runs ``env``, reads an outside key through a symlink it makes,
-    and writes outside the workspace and into ``$HOME``."""
+    model server, whose model runs ``env``, tries to read an outside key through a symlink it
+    makes (the sandbox hides it), writes outside the workspace and into ``$HOME``, and then
+    says the key it was called with: the recording is dirty and nothing is published."""
     from dsh_llm_deepseek.testing import ScriptedModelServer  # noqa: PLC0415 - this test only
 
     box = Sandbox.create(tmp_path)
@@ -401,7 +405,7 @@ def test_record_with_a_hostile_model(
         tool_call("env", "call_1"),
         tool_call(f"ln -s {box.sentinel / 'secret.txt'} peek && cat peek", "call_2"),
         tool_call(f'echo pwned > {box.sentinel / "victim.txt"}; touch "$HOME/pwned"', "call_3"),
-        said("done"),
+        said(f"done, and the key is {box.key}"),
     ]
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))

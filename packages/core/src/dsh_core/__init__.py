@@ -122,6 +122,7 @@ from dsh_core._request_header import (
     request_header_event,
 )
 from dsh_core._sandbox import (
+    ConfinedCommand,
     SandboxMechanisms,
     SandboxSettings,
     SandboxUnavailableError,
@@ -302,6 +303,7 @@ __all__ = [
     "LoopProfile",
     "loop_behaviour",
     # tool environment and sandbox
+    "ConfinedCommand",
     "SandboxMechanisms",
     "SandboxSettings",
     "SandboxUnavailableError",
