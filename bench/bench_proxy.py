@@ -31,9 +31,9 @@ import openai
 import vcr  # pyright: ignore[reportMissingTypeStubs]
 
 from dsh_core import Chunk, ContentBlock
-from dsh_llm_deepseek import SESSION_HEADER
-from dsh_llm_deepseek.testing import Response, ScriptedModelServer
+from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy import ProxyServer
+from dsh_scripted_server import Response, ScriptedModelServer
 
 KEY_ENV = "DSH_BENCH_PROXY_UPSTREAM_KEY"
 DESCRIPTION = (

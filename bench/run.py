@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs: a smoke run")
     parser.add_argument(
+        "--import-only",
+        action="store_true",
+        help="import every selected benchmark and check it has run(), measuring nothing "
+        "(CI's cheap form of nox -s bench)",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         metavar="NAME",
@@ -86,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     selected = args.only or sorted(available)
+    if args.import_only:
+        for name in selected:
+            load(name, available[name])
+            print(f"bench: {name} imports and has run()", file=sys.stderr)
+        return 0
     sections: list[str] = []
     for name in selected:
         started = time.perf_counter()

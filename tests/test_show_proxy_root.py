@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_llm_proxy import ProxyServer
+from dsh_scripted_server import ScriptedModelServer
 
 KEY_ENV = "DSH_SHOW_TEST_UPSTREAM_KEY"
 SCRIPT = str(Path(sys.executable).parent / "dsh-snapshot")

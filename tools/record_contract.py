@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from dsh_llm_deepseek.testing import ScriptedModelServer, ScriptLibrary
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_scripted_server import ScriptedModelServer, ScriptLibrary, resolve_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,14 +61,15 @@ def main() -> int:
         shutil.copytree(ROOT / "snapshots", copy)
         key = "sk-" + secrets.token_hex(16)  # fake, and only ever in this process's children
         library = ScriptLibrary.from_folder(copy)
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
-        with ScriptedModelServer(api_key=key, router=library.route, strict=True) as server:
-            live = {
-                **base,
-                "DEEPSEEK_API_KEY": key,
-                "DEEPSEEK_BASE_URL": server.base_url,
-                "DEEPSEEK_RETRY_BASE_WAIT": "0",
-            }
+        # The provider a record run uses by default, played by the server: its variables come
+        # from its settings model, whatever its prefix.
+        profile = resolve_profile(DEFAULT_MODEL_PROVIDER)
+        prefix = profile.env_name("")
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", prefix))}
+        with ScriptedModelServer(
+            api_key=key, router=library.route, strict=True, profile=profile
+        ) as server:
+            live = {**base, **server.client_env(), profile.env_name("retry_base_wait"): "0"}
             _nox("-s", "snapshot_record", "--", str(copy), env=live)
         if wrong := _not_live(copy):
             print(f"record-contract: not recorded live: {', '.join(wrong)}", file=sys.stderr)

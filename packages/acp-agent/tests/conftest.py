@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, agent_environment
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 
 
 @pytest.fixture

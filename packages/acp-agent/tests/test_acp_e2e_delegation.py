@@ -6,7 +6,7 @@ import pytest
 
 from dsh_acp_agent.testing import AgentRun, text_reply, tool_reply
 from dsh_core import SessionLog
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
 

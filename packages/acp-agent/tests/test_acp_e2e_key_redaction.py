@@ -10,7 +10,7 @@ import pytest
 
 from dsh_acp_agent.testing import AgentRun, ResponseError, text_reply
 from dsh_core.plugins import store_backend
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
+from dsh_scripted_server import Fault, ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ import pytest
 from acp.schema import SessionNotification
 
 from dsh_acp_agent.testing import AgentRun, ResponseError, text_reply, tool_reply
-from dsh_llm_deepseek.testing import Fault, Pause, ScriptedModelServer
+from dsh_scripted_server import Fault, Pause, ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
 

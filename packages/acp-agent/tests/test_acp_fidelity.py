@@ -19,7 +19,7 @@ import pytest
 
 from dsh_acp_agent.testing import AgentRun
 from dsh_core import ChunksEntry, derive_replay_script, read_log_text
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.corpus]
 

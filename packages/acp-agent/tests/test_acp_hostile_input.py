@@ -127,9 +127,13 @@ def test_bad_cwds_extra_dirs_and_ids_are_refused_and_unknown_notifications_are_q
     assert done.stderr == b""
     by_id = {frame["id"]: frame for frame in map(json.loads, done.stdout.splitlines())}
     for n, cwd in enumerate(bad_cwds):
+        relative = not cwd.startswith("/")
         assert by_id[10 + n]["error"] == {
             "code": -32602,
-            "message": "Invalid params: cwd must be an absolute path to an existing directory, "
+            # upstream's text for a relative cwd; ours for one that is not a directory
+            "message": f"Invalid params: cwd must be an absolute path: {cwd}"
+            if relative
+            else "Invalid params: cwd must be an absolute path to an existing directory, "
             f"got {cwd!r}",
         }
     assert by_id[20]["error"] == {
@@ -142,3 +146,42 @@ def test_bad_cwds_extra_dirs_and_ids_are_refused_and_unknown_notifications_are_q
     assert refused["message"].startswith(f"Invalid params: {agent_run.sessions_root}: field 'id'")
     # Only the one accepted session was created.
     assert len(agent_run.logs()) == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("profile", "suffix"), [("june", " in this MVP"), ("current", "")], ids=["june", "current"]
+)
+def test_session_new_validates_in_upstreams_order_with_its_texts_before_creating(
+    agent_run: AgentRun, profile: str, suffix: str
+) -> None:
+    """June's ``validateWorkspaceParams`` + ``validateMcpServers`` and head's
+    ``validateSessionParams``: cwd, then additionalDirectories, then mcpServers, all before
+    the session is created."""
+    cwd = str(agent_run.workspace)
+    server: dict[str, Any] = {"name": "x", "command": "/bin/true", "args": [], "env": []}
+    requests: dict[int, dict[str, Any]] = {
+        10: {"cwd": "rel", "mcpServers": [server], "additionalDirectories": ["/x"]},
+        11: {"cwd": cwd, "mcpServers": [server], "additionalDirectories": ["/x"]},
+        12: {"cwd": cwd, "mcpServers": [server]},
+    }
+    lines = [_frame(1, "initialize", {"protocolVersion": 1})]
+    lines += [_frame(n, "session/new", params) for n, params in requests.items()]
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_acp_agent"],
+        input="\n".join(lines).encode() + b"\n",
+        capture_output=True,
+        env={**agent_run.env, "DSH_LOOP_PROFILE": profile},
+        cwd=agent_run.workspace,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    by_id = {frame["id"]: frame for frame in map(json.loads, done.stdout.splitlines())}
+    assert [by_id[n]["error"]["message"] for n in requests] == [
+        "Invalid params: cwd must be an absolute path: rel",
+        f"Invalid params: additionalDirectories is not supported{suffix}",
+        f"Invalid params: mcpServers is not supported{suffix}",
+    ]
+    assert {by_id[n]["error"]["code"] for n in requests} == {-32602}
+    assert agent_run.logs() == []  # refused before anything was created

@@ -32,7 +32,7 @@ from dsh_acp_agent._requests import plain_params
 from dsh_acp_agent._server import connect
 from dsh_acp_agent._transport import dumps_frame
 from dsh_acp_agent.testing import AgentRun, text_reply
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 
 # Modules a replayed run on the JSONL store must not pay for at start.
 _HEAVY = ("acp", "httpx", "rich", "sqlite3", "dsh_persistence_sqlite", "dsh_llm_deepseek")

@@ -55,8 +55,8 @@ def _start(agent_run: AgentRun, **env: str) -> list[str]:
 def test_an_unknown_name_lists_the_installed_plugins(
     agent_run: AgentRun, variable: str, kind: str
 ) -> None:
-    [line] = _start(agent_run, **{variable: "postgres"})
-    assert line.startswith(f"dsh-acp-agent: invalid {variable}='postgres': ")
+    [line] = _start(agent_run, **{variable: "no-such-plugin"})
+    assert line.startswith(f"dsh-acp-agent: invalid {variable}='no-such-plugin': ")
     assert f"unknown {kind}" in line
     assert "choose one of " in line
 

@@ -133,8 +133,8 @@ def test_unknown_types_and_envelope_keys_round_trip() -> None:
             "seq": 1,
             "time": 2,
             "data": {"content": []},
-            "surfaceOp": {"op": "replace", "start": 0, "end": 1},
             "sourceEventSeqs": [0],
+            "surfaceOp": {"op": "replace", "start": 0, "end": 1},
         },
         {"type": "assistant/message", "seq": 2, "time": 3, "data": {}, "surfaceOp": "append"},
     ]
@@ -204,8 +204,8 @@ def test_event_canonical_key_order() -> None:
         "seq",
         "time",
         "data",
+        "sourceEventSeqs",  # upstream's order
         "surfaceOp",
-        "sourceEventSeqs",
         "z",
     ]
 

@@ -17,11 +17,13 @@ from pydantic_settings import BaseSettings
 from dsh_core import CreateOptions, SessionMeta, render_log
 from dsh_core import plugins as registry
 from dsh_core.plugins import (
+    DEFAULT_STORE_BACKEND,
     MODEL_GROUP,
     STORE_GROUP,
     BrokenPluginError,
     UnknownPluginError,
     create_model,
+    default_store_backend_names,
     env_prefix,
     model_env_prefixes,
     model_provider,
@@ -30,6 +32,8 @@ from dsh_core.plugins import (
     secret_env_names,
     store_backend,
     store_backend_names,
+    store_env_prefixes,
+    store_run,
 )
 from dsh_core.testing import ScriptedModel
 
@@ -54,9 +58,12 @@ class FakeSettings(BaseSettings):
 class Backend:
     settings_model = None
 
-    def __init__(self, name, made=None):
+    def __init__(self, name, made=None, embedded=True, env_prefixes=()):
         self.name = name
         self._made = made
+        self.embedded = embedded
+        self.env_prefixes = env_prefixes
+        self.discarded = []
 
     def open(self, root):
         if self._made is not None:
@@ -74,6 +81,10 @@ class Backend:
         log = store.load(session_id)
         return render_log(log.header, log.events)
 
+    def discard(self, root):
+        self.discarded.append(Path(root))
+        STORES.pop(Path(root), None)
+
 
 class Provider:
     settings_model = FakeSettings
@@ -89,6 +100,7 @@ class Provider:
 
 
 GOOD_STORE = Backend("good")
+SERVER_STORE = Backend("server", embedded=False, env_prefixes=("FAKE_SERVER_", "FAKEPG"))
 GOOD_MODEL = Provider("good")
 WRONG_NAME = Backend("another-name")
 NOT_A_FACTORY = "a string is no factory"
@@ -99,6 +111,7 @@ MODEL_MAKES_AN_INT = Provider("model-makes-an-int", made=42)
 _ENTRY_POINTS = {
     STORE_GROUP: {
         "good": "fake_dsh_plugins:GOOD_STORE",
+        "server": "fake_dsh_plugins:SERVER_STORE",
         "fails-to-import": "fake_dsh_plugins_missing_module:GOOD_STORE",
         "raises-on-import": "fake_dsh_plugins_raising:ANYTHING",
         "missing-attribute": "fake_dsh_plugins:NO_SUCH_NAME",
@@ -186,9 +199,9 @@ def test_a_good_model_provider_creates_a_client(installed: Path) -> None:
 
 def test_an_unknown_name_lists_the_known_ones(installed: Path) -> None:
     with pytest.raises(UnknownPluginError) as caught:
-        store_backend("postgres")
+        store_backend("no-such-store")
     message = str(caught.value)
-    assert message.startswith("unknown store backend 'postgres': choose one of ")
+    assert message.startswith("unknown store backend 'no-such-store': choose one of ")
     assert f"choose one of {', '.join(store_backend_names())} (" in message
     assert "good" in message
     assert "'dsh.stores'" in message
@@ -254,3 +267,41 @@ def test_a_provider_with_a_bad_setting_raises_the_settings_error(
 def test_secret_names_skip_a_broken_provider(installed: Path) -> None:
     # "a-store-here" and "fails-to-import" are broken; the good provider's secret still counts
     assert secret_env_names().count("FAKE_MODEL_API_KEY") == 1
+
+
+def test_the_default_backends_leave_a_server_store_out(installed: Path) -> None:
+    names = default_store_backend_names()
+    assert "server" in store_backend_names()
+    assert "server" not in names
+    assert "good" in names
+    # a broken backend stays in: using it is what reports why
+    assert "fails-to-import" in names
+    # the default one, when installed, comes first (the one outputs are written from)
+    assert names[0] == DEFAULT_STORE_BACKEND or DEFAULT_STORE_BACKEND not in names
+
+
+def test_store_env_prefixes_are_every_loadable_backends(installed: Path) -> None:
+    prefixes = store_env_prefixes()
+    assert {"FAKE_SERVER_", "FAKEPG"} <= set(prefixes)
+    assert list(prefixes) == sorted(prefixes)
+
+
+def test_a_store_run_discards_its_root_even_when_the_run_fails(
+    installed: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "run"
+    backend = store_backend("server")
+    with store_run("server", root) as used:
+        assert used is backend
+        open_store("server", root).create(CreateOptions("s1")).close()
+        assert [h.id for h in backend.list_sessions(root)] == ["s1"]
+    assert backend.list_sessions(root) == []
+    with pytest.raises(RuntimeError, match="the run broke"), store_run("server", root):
+        raise RuntimeError("the run broke")
+    discarded: object = getattr(backend, "discarded")  # noqa: B009 - the fake's own record
+    assert discarded == [root, root]
+
+
+def test_a_store_run_of_an_unknown_backend_discards_nothing(installed: Path) -> None:
+    with pytest.raises(UnknownPluginError), store_run("nope", Path("/nonexistent")):
+        pass

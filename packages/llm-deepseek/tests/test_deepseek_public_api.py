@@ -3,49 +3,62 @@
 from __future__ import annotations
 
 import dsh_llm_deepseek
-import dsh_llm_deepseek.testing
 from dsh_core import DshError
+from dsh_core.testing import assert_public_api
+from dsh_llm_openai import ChatSettings
 
 
 def test_public_names() -> None:
-    assert sorted(dsh_llm_deepseek.__all__) == [
-        "ALLOW_MODEL_REQUESTS",
-        "ALLOW_MODEL_REQUESTS_ENV",
-        "DEFAULT_MODEL",
-        "DeepSeekClient",
-        "DeepSeekSettings",
-        "ModelRequestsDisabledError",
-        "PROVIDER",
-        "PreflightError",
-        "ReasoningEffort",
-        "SERVED_MODELS",
-        "SESSION_HEADER",
-        "ServedModels",
-        "Thinking",
-        "model_requests_allowed",
-        "preflight",
-    ]
+    assert_public_api(
+        "dsh_llm_deepseek",
+        [
+            "ALLOW_MODEL_REQUESTS",
+            "ALLOW_MODEL_REQUESTS_ENV",
+            "DEFAULT_MODEL",
+            "DeepSeekClient",
+            "DeepSeekSettings",
+            "ModelRequestsDisabledError",
+            "PROVIDER",
+            "PreflightError",
+            "ReasoningEffort",
+            "SERVED_MODELS",
+            "SESSION_HEADER",
+            "ServedModels",
+            "Thinking",
+            "model_requests_allowed",
+            "preflight",
+        ],
+    )
     assert issubclass(dsh_llm_deepseek.PreflightError, DshError)
-    assert sorted(dsh_llm_deepseek.testing.__all__) == [
-        "ChunkEncoder",
-        "Fault",
-        "Pause",
-        "RecordedRequest",
-        "Response",
-        "Router",
-        "ScriptDocument",
-        "ScriptError",
-        "ScriptItem",
-        "ScriptLibrary",
-        "ScriptedModelServer",
-        "load_script_file",
-        "main",
-        "parse_script_document",
-        "validate_script",
-    ]
-    for module in (dsh_llm_deepseek, dsh_llm_deepseek.testing):
-        for name in module.__all__:
-            assert getattr(module, name) is not None, name
+    assert issubclass(dsh_llm_deepseek.DeepSeekSettings, ChatSettings)
+
+
+def test_the_testing_module_is_the_scripted_server_playing_deepseek() -> None:
+    # Deprecated alias (removal in 0.3.0): the same names as before, one server class that
+    # plays DeepSeek's profile unless told otherwise.
+    assert_public_api(
+        "dsh_llm_deepseek.testing",
+        [
+            "ChunkEncoder",
+            "Fault",
+            "Pause",
+            "RecordedRequest",
+            "Response",
+            "Router",
+            "ScriptDocument",
+            "ScriptError",
+            "ScriptItem",
+            "ScriptLibrary",
+            "ScriptedModelServer",
+            "load_script_file",
+            "main",
+            "parse_script_document",
+            "validate_script",
+        ],
+    )
+    server = dsh_llm_deepseek.testing.ScriptedModelServer()
+    assert server.profile is dsh_llm_deepseek.DeepSeekSettings
+    assert server.models == dsh_llm_deepseek.SERVED_MODELS
 
 
 def test_the_settings_load_without_the_http_client() -> None:

@@ -17,8 +17,8 @@ from pydantic import SecretStr
 
 from dsh_core import Chunk, ModelError, ModelRequest
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek._redact import REDACTED, Redactor
 from dsh_llm_deepseek.testing import Fault, Response, ScriptedModelServer
+from dsh_llm_openai._redact import REDACTED, Redactor
 
 pytestmark = pytest.mark.anyio
 

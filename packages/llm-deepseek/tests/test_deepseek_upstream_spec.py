@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from dsh_core import Chunk, Message, ModelRequest
-from dsh_llm_deepseek._failures import finish_failure
-from dsh_llm_deepseek._request import build_body
-from dsh_llm_deepseek._stream import ChunkMapper
+from dsh_llm_deepseek._settings import thinking_fields
+from dsh_llm_openai._failures import finish_failure
+from dsh_llm_openai._request import build_body
+from dsh_llm_openai._stream import ChunkMapper
 
 USER: Message = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
 
@@ -97,7 +98,8 @@ def _wire_call(call_id: str, name: str = "bash", arguments: str = "{}") -> dict[
     ],
 )
 def test_serialize_messages(message: Message, wire: dict[str, Any]) -> None:
-    body = build_body(ModelRequest(session_id="s", messages=[message]), model="m", max_tokens=None)
+    request = ModelRequest(session_id="s", messages=[message])
+    body = build_body(request, model="m", max_tokens=None, reasoning_pass_back=True)
     assert body["messages"] == [wire]
 
 
@@ -116,7 +118,7 @@ def test_serialize_messages(message: Message, wire: dict[str, Any]) -> None:
 )
 def test_serialize_thinking(effort: Any, fields: dict[str, Any]) -> None:
     request = ModelRequest(session_id="s", messages=[USER], system="sys")
-    body = build_body(request, model="m", max_tokens=7, reasoning_effort=effort)
+    body = build_body(request, model="m", max_tokens=7, extra=thinking_fields(effort))
     assert {k: body[k] for k in ("thinking", "reasoning_effort") if k in body} == fields
     # Always streams with usage; the system prompt comes first; no empty tools array.
     assert (body["stream"], body["stream_options"], body["max_tokens"]) == (

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from dsh_core import Message, ModelRequest, ToolSpec
-from dsh_llm_deepseek._request import build_body
+from dsh_llm_deepseek._settings import thinking_fields
+from dsh_llm_openai._request import build_body
 
 _HI: Message = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
 
@@ -22,7 +23,8 @@ def _body(*messages: Message, **request: Any) -> dict[str, Any]:
         ModelRequest("s", list(messages), **options),
         model="deepseek-chat",
         max_tokens=request.get("max_tokens"),
-        reasoning_effort=effort,
+        extra=thinking_fields(effort),
+        reasoning_pass_back=True,  # DeepSeek's profile
     )
 
 

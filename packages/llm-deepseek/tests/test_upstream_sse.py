@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from dsh_llm_deepseek._stream import DONE, sse_data
+from dsh_llm_openai._stream import DONE, sse_data
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dsh_core import Chunk, ModelError
-from dsh_llm_deepseek._failures import finish_failure
-from dsh_llm_deepseek._stream import ChunkMapper, decode_event
+from dsh_llm_openai._failures import finish_failure
+from dsh_llm_openai._stream import ChunkMapper, decode_event
 
 # The live first-chunk signature: role + null content + EMPTY reasoning.
 _FIRST = {"choices": [{"delta": {"role": "assistant", "content": None, "reasoning_content": ""}}]}

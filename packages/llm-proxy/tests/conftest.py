@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from dsh_core import Chunk, SessionHeader
-from dsh_llm_deepseek.testing import Response, ScriptedModelServer
 from dsh_llm_proxy import ProxyServer
 from dsh_persistence_jsonl import JsonlSessionStore
+from dsh_scripted_server import Response, ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 
@@ -190,6 +190,3 @@ def roundtrip(tmp_path: Path, upstream_key: str) -> RoundTrip:
         return Recorded(root, recorded, replayed, requests)
 
     return run_both
-
-
-pytest_plugins = ["pytester"]

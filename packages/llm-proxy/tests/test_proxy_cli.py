@@ -15,8 +15,8 @@ from pathlib import Path
 import openai
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_persistence_jsonl import JsonlSessionStore
+from dsh_scripted_server import ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 SCRIPT = str(Path(sys.executable).parent / "dsh-llm-proxy")

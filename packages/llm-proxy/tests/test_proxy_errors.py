@@ -13,11 +13,11 @@ import openai
 import pytest
 
 from dsh_core import Chunk, DshError
-from dsh_llm_deepseek import SESSION_HEADER
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
+from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy import ProxyServer, main
 from dsh_persistence_jsonl import JsonlSessionStore
 from dsh_persistence_sqlite import SqliteSessionStore
+from dsh_scripted_server import Fault, ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 HELLO: list[Any] = [{"role": "user", "content": "hi"}]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 
 CONFTEST = """
 import os

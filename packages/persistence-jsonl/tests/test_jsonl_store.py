@@ -420,3 +420,18 @@ def test_a_bad_id_is_a_typed_value_error_naming_the_store(root: Path) -> None:
         store.load("../escape")
     with pytest.raises(ValueError, match="cannot be stored as a file"):
         store.resume("../escape")
+
+
+def test_logs_and_lock_files_are_created_0600_whatever_the_umask(root: Path) -> None:
+    """A log holds a conversation: owner-only, not the umask's 0644."""
+    previous = os.umask(0)
+    try:
+        session = JsonlSessionStore(root).create(CreateOptions("private"))
+        for event in synthetic_turn(0, 1):
+            session.add(event)
+        session.close()
+    finally:
+        os.umask(previous)
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".jsonl" for p in files)
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}

@@ -25,7 +25,12 @@ from dsh_core import (
 )
 from dsh_core.testing import synthetic_turn
 from dsh_persistence_sqlite import SqliteSessionStore
-from dsh_persistence_sqlite._schema import SCHEMA_SQL
+from dsh_persistence_sqlite._schema import (
+    DSH_APPLICATION_ID,
+    DSH_SCHEMA_VERSION,
+    Layout,
+    schema_sql,
+)
 
 SESSION = "victim"
 
@@ -52,9 +57,21 @@ def _good_store(path: Path, turns: int = 3) -> None:
         store.create(CreateOptions(session_id="bystander")).close()
 
 
+def _loosen(path: Path) -> None:
+    """Drop STRICT from the stored schema, as a tool rewriting ``sqlite_master`` would: only
+    then can a value of the wrong type reach a column, and the reader must still refuse it."""
+    connection = _raw(path)
+    try:
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute("UPDATE sqlite_master SET sql = replace(sql, ') STRICT', ')')")
+    finally:
+        connection.close()
+
+
 def _edit(path: Path, *statements: str) -> None:
     """Damage a healthy store with raw SQL, as a hand edit or another program would."""
     _good_store(path)
+    _loosen(path)
     connection = _raw(path)
     try:
         connection.execute("PRAGMA foreign_keys = OFF")
@@ -77,7 +94,10 @@ def _versioned(version: int, *, ours: bool = True, wal: bool = False) -> Callabl
         if wal:
             connection.execute("PRAGMA journal_mode = WAL")
         if ours:
-            connection.executescript(SCHEMA_SQL)
+            for statement in schema_sql(Layout.DSH):
+                connection.execute(statement)
+            if version == DSH_SCHEMA_VERSION:
+                connection.execute(f"PRAGMA application_id = {DSH_APPLICATION_ID}")
         else:
             connection.execute("CREATE TABLE t (x)")
         connection.execute(f"PRAGMA user_version = {version}")
@@ -110,10 +130,11 @@ def _missing_table(path: Path) -> None:
 
 def _missing_column(path: Path) -> None:
     connection = _raw(path)
-    connection.executescript(
-        SCHEMA_SQL.replace("    extra TEXT,\n    PRIMARY KEY", "    PRIMARY KEY")
-    )
-    connection.execute("PRAGMA user_version = 4")
+    sessions, events = schema_sql(Layout.DSH)
+    connection.execute(sessions)
+    connection.execute(events.replace("    extra TEXT,\n    PRIMARY KEY", "    PRIMARY KEY"))
+    connection.execute(f"PRAGMA user_version = {DSH_SCHEMA_VERSION}")
+    connection.execute(f"PRAGMA application_id = {DSH_APPLICATION_ID}")
     connection.close()
 
 
@@ -129,7 +150,7 @@ class Case:
 CASES: dict[str, Case] = {
     # --- refused when the store is opened ---
     "other-application": Case(
-        _foreign_app, StoreVersionError, ("another application", "users", "version 4"), at_open=True
+        _foreign_app, StoreVersionError, ("no schema version", "users", "version 4"), at_open=True
     ),
     "text-file-named-sqlite3": Case(
         _text_file, StoreCorruptError, ("not an SQLite database",), at_open=True

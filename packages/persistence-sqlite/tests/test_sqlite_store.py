@@ -23,24 +23,43 @@ from dsh_core import (
     turn_start,
 )
 from dsh_core.testing import synthetic_turn
-from dsh_persistence_sqlite import SCHEMA_VERSION, SqliteSessionStore
+from dsh_persistence_sqlite import (
+    DSH_APPLICATION_ID,
+    DSH_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    Layout,
+    SqliteSessionStore,
+)
 
 
 def test_public_api_is_pinned() -> None:
-    assert dsh_persistence_sqlite.__all__ == ["SCHEMA_VERSION", "SqliteSessionStore"]
-    assert SCHEMA_VERSION == 4
+    assert dsh_persistence_sqlite.__all__ == [
+        "SqliteSessionStore",
+        "UnrepresentableError",
+        "ReadOnlySqliteStore",
+        "DSH_APPLICATION_ID",
+        "DSH_SCHEMA_VERSION",
+        "JUNE_SCHEMA_VERSION",
+        "SCHEMA_VERSION",
+        "Layout",
+    ]
+    assert (SCHEMA_VERSION, DSH_SCHEMA_VERSION, DSH_APPLICATION_ID) == (4, 1004, 0x44534859)
 
 
+@pytest.mark.parametrize("layout", list(Layout))
 @pytest.mark.parametrize("existing", [False, True], ids=["absent", "empty-file"])
-def test_fresh_file_is_stamped_with_schema_4_and_wal(tmp_path: Path, existing: bool) -> None:
+def test_fresh_file_is_stamped_with_its_layout_and_wal(
+    tmp_path: Path, existing: bool, layout: Layout
+) -> None:
     path = tmp_path / "nested" / "dir" / "s.sqlite3"
     if existing:
         path.parent.mkdir(parents=True)
         path.touch()
-    SqliteSessionStore(path).close()
+    SqliteSessionStore(path, layout).close()
     connection = sqlite3.connect(path)
     try:
-        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert connection.execute("PRAGMA user_version").fetchone() == (layout.version,)
+        assert connection.execute("PRAGMA application_id").fetchone() == (layout.application_id,)
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         tables = {
             row[0]
@@ -49,8 +68,10 @@ def test_fresh_file_is_stamped_with_schema_4_and_wal(tmp_path: Path, existing: b
         assert tables == {"sessions", "events"}
     finally:
         connection.close()
-    # reopening a stamped store neither fails nor re-stamps
-    SqliteSessionStore(path).close()
+    # reopening a stamped store neither fails nor re-stamps, whatever layout is asked for
+    other = Layout.V4 if layout is Layout.DSH else Layout.DSH
+    with SqliteSessionStore(path, other) as reopened:
+        assert reopened.layout is layout
 
 
 def test_connection_pragmas(tmp_path: Path) -> None:

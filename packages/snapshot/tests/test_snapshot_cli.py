@@ -57,10 +57,10 @@ def test_unknown_store_backend_is_exit_2_listing_the_installed_ones(
 ) -> None:
     _scenario(tmp_path / "sdk" / "x")
     with pytest.raises(SystemExit) as stopped:
-        main(["replay", str(tmp_path), "--persistence", "postgres"])
+        main(["replay", str(tmp_path), "--persistence", "no-such-store"])
     assert stopped.value.code == 2
     error = capsys.readouterr().err
-    assert "unknown store backend postgres; choose from " in error
+    assert "unknown store backend no-such-store; choose from " in error
     assert "jsonl" in error
     assert "sqlite" in error
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 import dsh_snapshot._batch as batch
 import dsh_snapshot.cli
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, default_store_backend_names
 from dsh_snapshot import (
     ScenarioResult,
     SnapshotSettings,
@@ -73,10 +73,10 @@ def test_run_pairs_scenarios_with_backends_and_writes_only_from_the_first(
     assert [(r.persistence, r.mode, r.ok) for r in refreshed] == [("jsonl", "refresh", True)]
 
 
-def test_the_default_backends_are_every_installed_one_the_default_first() -> None:
+def test_the_default_backends_are_every_installed_embedded_one_the_default_first() -> None:
     installed = SnapshotSettings().persistences
     assert installed[0] == DEFAULT_STORE_BACKEND
-    assert sorted(installed) == sorted(store_backend_names())
+    assert list(installed) == default_store_backend_names()
     assert SnapshotSettings(mode="refresh").run_persistences == (DEFAULT_STORE_BACKEND,)
 
 

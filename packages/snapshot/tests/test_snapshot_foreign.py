@@ -18,7 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_scenario
 from dsh_snapshot._foreign import ForeignAgent, foreign_agent
 from dsh_snapshot.cli import main

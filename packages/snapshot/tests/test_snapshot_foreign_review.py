@@ -23,7 +23,7 @@ import pexpect
 import pytest
 
 from dsh_core import Chunk
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import load_scenario, scan_folder
 from dsh_snapshot._pending import MANIFEST, keep_pending, load_pending
 from dsh_snapshot.cli import main

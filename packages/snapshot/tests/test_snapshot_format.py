@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from dsh_core.testing import upstream_corpus
-from dsh_llm_deepseek.testing import load_script_file
+from dsh_scripted_server import load_script_file
 from dsh_snapshot import ScenarioError, load_scenario
 from dsh_snapshot._needs import STEP_FIELDS
 from dsh_snapshot._scaffold import mark_scripted, scaffold_scenario

@@ -387,11 +387,12 @@ def test_record_with_a_hostile_model(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """``dsh-snapshot record`` (live mode, a fake ``DEEPSEEK_API_KEY``) against the scripted
-    model server, whose model runs ``env``, tries to read an outside key through a symlink it
-    makes (the sandbox hides it), writes outside the workspace and into ``$HOME``, and then
-    says the key it was called with: the recording is dirty and nothing is published."""
-    from dsh_llm_deepseek.testing import ScriptedModelServer  # noqa: PLC0415 - this test only
+    """``dsh-snapshot record`` (live mode, a fake key) against the scripted model server, whose
+    model runs ``env``, tries to read an outside key through a symlink it makes (the sandbox
+    hides it), writes outside the workspace and into ``$HOME``, and then says the key it was
+    called with: the recording is dirty and nothing is published."""
+    from dsh_core.plugins import DEFAULT_MODEL_PROVIDER  # noqa: PLC0415
+    from dsh_scripted_server import ScriptedModelServer  # noqa: PLC0415 - this test only
 
     box = Sandbox.create(tmp_path)
     old = {
@@ -410,14 +411,15 @@ def test_record_with_a_hostile_model(
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
-    # The session-scripted server routes by this header (the public API needs none).
-    monkeypatch.setenv("DEEPSEEK_SEND_SESSION_ID", "true")
     monkeypatch.chdir(box.tmpdir)
     outside = {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)}
     before = tree_state(box.root)
-    with ScriptedModelServer(cast(Any, [model]), api_key=box.key) as server:
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
+    # The record provider's own profile: its models and its variables (key, base URL, the
+    # session header the server routes by; the public API needs none).
+    profile = DEFAULT_MODEL_PROVIDER
+    with ScriptedModelServer(cast(Any, [model]), api_key=box.key, profile=profile) as server:
+        for name, value in server.client_env().items():
+            monkeypatch.setenv(name, value)
         code = main(["record", str(folder), "--timeout", "30"])
         # The record's preflight (GET /models) is not one of the model's calls.
         served = sum(r.path.endswith("/chat/completions") for r in server.requests)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.plugins import store_backend_names
+from dsh_core.plugins import default_store_backend_names
 from dsh_snapshot import COLD_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,7 +60,7 @@ def test_one_item_per_scenario_and_store_backend(tree: Path, collect: Collect) -
     assert ids == [
         f"snapshots/sdk/{name}::sdk/{name}[{comp}]"
         for name in ("cancel", "multi-turn", "text-turn")
-        for comp in store_backend_names()  # every installed one by default
+        for comp in default_store_backend_names()  # every installed embedded one by default
     ]
     only = collect(tree, "--dsh-snapshots", "--dsh-persistence", "sqlite", "snapshots/sdk/cancel")
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
@@ -162,12 +162,12 @@ def test_the_plugin_runs_each_item_through_the_engine(
     calls = [
         json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()
     ]
-    assert sorted(c["persistences"][0] for c in calls) == sorted(store_backend_names())
+    assert sorted(c["persistences"][0] for c in calls) == sorted(default_store_backend_names())
     # Each item is one engine run, forked from this pytest process's one warm agent.
     assert all(
         (c["mode"], len(c["persistences"]), c["timeout"], c["cold"], c["warm_agents"])
         == ("replay", 1, 30.0, False, True)
         for c in calls
     )
-    runs = len(store_backend_names())
+    runs = len(default_store_backend_names())
     assert f"dsh-snapshot: 1 scenarios ({runs} runs)" in proc.stdout

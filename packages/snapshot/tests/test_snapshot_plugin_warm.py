@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.plugins import store_backend_names
+from dsh_core.plugins import default_store_backend_names
 from dsh_snapshot import COLD_ENV, SnapshotSettings, load_scenario, run
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def test_the_plugin_forks_warm_agents_unless_told_cold(
 ) -> None:
     scenarios = ("tool-call-turn", "subagent-spawn")
     (tree,) = {scenario_copy(name).parent.parent for name in scenarios}
-    names = {f"sdk/{n}[{c}]" for n in scenarios for c in store_backend_names()}
+    names = {f"sdk/{n}[{c}]" for n in scenarios for c in default_store_backend_names()}
     env = {k: v for k, v in os.environ.items() if k != COLD_ENV}
     assert _gate(inner_pytest, tree, env=env) == dict.fromkeys(names, "forked")
     assert _gate(inner_pytest, tree, "--dsh-cold", env=env) == dict.fromkeys(

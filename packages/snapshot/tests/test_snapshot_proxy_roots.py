@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from dsh_core import Chunk, SessionLog
-from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_llm_proxy import ProxyServer, StoreKind, recorded_logs
+from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario, scan_folder
 from dsh_snapshot._foreign import recording_logs, stage_recording
 

@@ -21,10 +21,19 @@ from typing import Any
 import pytest
 import yaml
 
-from dsh_llm_deepseek import SERVED_MODELS
-from dsh_llm_deepseek.testing import Fault, RecordedRequest, ScriptedModelServer, ScriptLibrary
+from dsh_scripted_server import (
+    Fault,
+    RecordedRequest,
+    ScriptedModelServer,
+    ScriptLibrary,
+    resolve_profile,
+)
 
 _SECONDS = 240
+
+# The live provider these tests record against, played by the scripted server.
+PROFILE = "deepseek"
+SERVED_MODELS = resolve_profile(PROFILE).served_models
 
 
 def _fake_key() -> str:
@@ -66,7 +75,7 @@ class Contract:
         self.key = _fake_key()
         self.library = ScriptLibrary.from_folder(folder)
         self.server = ScriptedModelServer(
-            api_key=self.key, router=self.library.route, strict=True, **server
+            api_key=self.key, router=self.library.route, strict=True, profile=PROFILE, **server
         )
 
     def env(self, **extra: str) -> dict[str, str]:

@@ -137,12 +137,25 @@ class AcpServer:
         }
 
     async def new_session(
-        self, cwd: str, additional_directories: Sequence[str] | None = None, **_: Any
+        self,
+        cwd: str,
+        additional_directories: Sequence[str] | None = None,
+        mcp_servers: Sequence[Any] | None = None,
+        **_: Any,
     ) -> JsonObject:
+        # Upstream's validateWorkspaceParams / validateSessionParams, in its order and with
+        # its texts (June's say "in this MVP"), before anything is created.
+        suffix = " in this MVP" if self.agent.config.profile == "june" else ""
+        if not os.path.isabs(cwd):
+            raise ProtocolError(-32602, f"Invalid params: cwd must be an absolute path: {cwd}")
         if additional_directories:
-            # Upstream's answer (head/reject-extra-dirs): the scope cannot be widened.
-            raise ProtocolError(-32602, "Invalid params: additionalDirectories is not supported")
-        if not os.path.isabs(cwd) or not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
+            raise ProtocolError(
+                -32602, f"Invalid params: additionalDirectories is not supported{suffix}"
+            )
+        if mcp_servers:
+            raise ProtocolError(-32602, f"Invalid params: mcpServers is not supported{suffix}")
+        if not os.path.isdir(cwd):  # noqa: ASYNC240 (one stat)
+            # Ours only: upstream would create the session and fail at the first tool call.
             raise ProtocolError(
                 -32602,
                 f"Invalid params: cwd must be an absolute path to an existing directory, "

@@ -90,10 +90,11 @@ def dumps_event(event: Event) -> str:
             # unknown envelope keys may shadow the known ones: let the dict decide, as before
             return dumps_json(event.to_json())
         line = f'{{"type":{_STRING(kind)},"seq":{seq},"time":{time},"data":{dumps_json(event.data)}'
-        if event.surface_op is not None:
-            line += f',"surfaceOp":{dumps_json(event.surface_op)}'
+        # upstream's order (its logs and its SQLite ``rowToEvent``): seqs, then the op
         if event.source_event_seqs is not None:
             line += f',"sourceEventSeqs":{dumps_json(event.source_event_seqs)}'
+        if event.surface_op is not None:
+            line += f',"surfaceOp":{dumps_json(event.surface_op)}'
         return line + "}"
     except (TypeError, ValueError) as exc:
         raise ValueError(

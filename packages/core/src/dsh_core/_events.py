@@ -161,10 +161,11 @@ class Event:
             "time": self.time,
             "data": self.data,
         }
-        if self.surface_op is not None:
-            out["surfaceOp"] = self.surface_op
+        # upstream's order (its logs and its SQLite ``rowToEvent``): seqs, then the op
         if self.source_event_seqs is not None:
             out["sourceEventSeqs"] = self.source_event_seqs
+        if self.surface_op is not None:
+            out["surfaceOp"] = self.surface_op
         if self.extra:
             out.update(self.extra)
         return out

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from dsh_core._events import ContentBlock, Event, TextBlock
 from dsh_core._model import AssistantMessage, Message, ToolMessage, UserMessage
+from dsh_core._session import Session
 
-__all__ = ["delegated_prompts", "first_user_text", "messages_from_events"]
+__all__ = ["delegated_prompts", "first_user_text", "messages_from_events", "session_messages"]
 
 _ASSISTANT_BLOCK_TYPES = frozenset({"text", "reasoning", "tool-call"})
 
@@ -32,6 +34,57 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
         The messages; blocks of kinds the model cannot take back are dropped.
     """
     messages: list[Message] = []
+    _append_messages(messages, events)
+    return messages
+
+
+class _Conversation:
+    """The messages of one session's log so far, and how much of the log they cover."""
+
+    __slots__ = ("events", "last", "messages", "seen")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.seen = 0
+        self.last: Event | None = None
+        self.messages: list[Message] = []
+
+
+# Weak: a closed session's conversation goes with it.
+_CONVERSATIONS: weakref.WeakKeyDictionary[Session, _Conversation] = weakref.WeakKeyDictionary()
+
+
+def session_messages(session: Session) -> list[Message]:
+    """:func:`messages_from_events` of ``session.events``, kept incrementally.
+
+    A session's log only grows, so each call converts just the events added since the last
+    one: a step of a 1,000-call session costs what a step of a 10-call one does, where
+    rebuilding every step made the whole run quadratic. A log that is not the one seen before
+    (or that shrank, or whose last seen event changed) is converted again from the start.
+    The message objects are shared between calls' lists: model clients read them, never
+    write them.
+
+    Returns:
+        A new list (the caller may keep or extend it); its messages are shared.
+    """
+    events = session.events
+    conversation = _CONVERSATIONS.get(session)
+    if (
+        conversation is None
+        or conversation.events is not events
+        or len(events) < conversation.seen
+        or (conversation.seen and events[conversation.seen - 1] is not conversation.last)
+    ):
+        conversation = _Conversation(events)
+        _CONVERSATIONS[session] = conversation
+    if len(events) > conversation.seen:
+        _append_messages(conversation.messages, events[conversation.seen :])
+        conversation.seen = len(events)
+        conversation.last = events[-1]
+    return list(conversation.messages)
+
+
+def _append_messages(messages: list[Message], events: Iterable[Event]) -> None:
     for event in events:
         if event.type == "user/message":
             content = _text_blocks(_content_of(event.data))
@@ -45,7 +98,6 @@ def messages_from_events(events: Iterable[Event]) -> list[Message]:
             messages.extend(_tool_messages(event.data))
         elif event.type in _TAGGED:
             messages.append(_tagged(_TAGGED[event.type], event.data))
-    return messages
 
 
 # Injected context and steering reach the model as user messages in an envelope that tells

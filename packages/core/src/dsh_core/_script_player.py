@@ -11,7 +11,7 @@ entry vocabulary is the DSH chunk union plus the two outcomes chunks cannot expr
 :class:`ScriptPlayer` binds live session ids to scripts and keeps each session's cursor.
 The in-process test double (``dsh_core.testing.ScriptedModel``), the replay client
 (``dsh_llm_replay.ReplayModelClient``) and the scripted HTTP server
-(``dsh_llm_deepseek.testing.ScriptedModelServer``) all play scripts through this module, so
+(``dsh_scripted_server.ScriptedModelServer``) all play scripts through this module, so
 they bind, count and complain the same way.
 """
 

@@ -33,7 +33,7 @@ from dsh_core._loop_profile import (
     finish_failure,
     is_empty_completion,
 )
-from dsh_core._messages import messages_from_events
+from dsh_core._messages import session_messages
 from dsh_core._model import Delegation, ModelError, ModelRequest
 from dsh_core._request_header import (
     RequestHeader,
@@ -259,7 +259,7 @@ class TurnRun:
         session = self.session
         request = ModelRequest(
             session_id=session.id,
-            messages=messages_from_events(session.events),
+            messages=session_messages(session),
             tools=[tool.spec for tool in agent.tools.values()],
             system=agent.config.system_prompt,
             turn=self.turn,

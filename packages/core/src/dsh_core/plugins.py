@@ -20,7 +20,9 @@ under ``pytest11`` the same way); a plugin is imported only when it is asked for
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Generator
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -43,6 +45,7 @@ __all__ = [
     "StoreBackend",
     "UnknownPluginError",
     "create_model",
+    "default_store_backend_names",
     "env_prefix",
     "model_env_prefixes",
     "model_provider",
@@ -52,6 +55,8 @@ __all__ = [
     "secret_env_names",
     "store_backend",
     "store_backend_names",
+    "store_env_prefixes",
+    "store_run",
 ]
 
 STORE_GROUP = "dsh.stores"
@@ -66,17 +71,25 @@ DEFAULT_MODEL_PROVIDER = "deepseek"
 class StoreBackend(Protocol):
     """What a ``dsh.stores`` entry point names: how to open, list and export one kind of store.
 
-    Every method takes the run's sessions root (a directory); where the backend keeps its
-    data inside it (one file per session, one database…) is its own business, so nobody else
-    needs a file name.
+    Every method takes the run's sessions root (a directory path); where the backend keeps
+    its data for it (one file per session, one database file, a namespace in a server
+    database…) is its own business, so nobody else needs a file name.
 
     Attributes:
         name: the entry point's name (``jsonl``), as users select it (``DSH_PERSISTENCE``).
         settings_model: the backend's own pydantic-settings class, or ``None`` when it has none.
+        embedded: ``True`` when the data lives under the root itself (files), so every
+            machine can run it: the gate's default set is the embedded backends. ``False``
+            for a store behind a server, run only when asked for (``--persistence postgres``).
+        env_prefixes: prefixes of the environment variables that configure the backend
+            (``("DSH_POSTGRES_", "PG")``); an agent's clean environment keeps them, so the
+            agent reaches the store its caller configured. Empty when it needs none.
     """
 
     name: str
     settings_model: type[BaseSettings] | None
+    embedded: bool
+    env_prefixes: tuple[str, ...]
 
     def open(self, root: Path) -> SessionStore:
         """A store over ``root`` (created when missing), open for reading and writing."""
@@ -97,6 +110,16 @@ class StoreBackend(Protocol):
 
         Raises:
             SessionNotFoundError: no such session; DshError: it cannot be read.
+        """
+        ...
+
+    def discard(self, root: Path) -> None:
+        """Remove everything stored for ``root``, the sessions root of a finished run, so
+        nothing of it outlives the run (a file store removes the folder; a server store
+        drops the root's namespace). Nothing stored there is not an error.
+
+        Raises:
+            DshError: the store cannot be reached (the message names it).
         """
         ...
 
@@ -205,6 +228,22 @@ def store_backend_names() -> list[str]:
     return _names(STORE_GROUP)
 
 
+def default_store_backend_names() -> list[str]:
+    """The installed store backends a run uses when none is chosen: the embedded ones (their
+    data lives under the sessions root, so they need no server), ``DEFAULT_STORE_BACKEND``
+    first, then by name. A backend that fails to load stays in, so that using it reports why.
+    """
+    names: list[str] = []
+    for name in store_backend_names():
+        try:
+            embedded = store_backend(name).embedded
+        except PluginError:
+            embedded = True
+        if embedded:
+            names.append(name)
+    return sorted(names, key=lambda name: (name != DEFAULT_STORE_BACKEND, name))
+
+
 def model_provider_names() -> list[str]:
     """Names of every installed model provider, sorted."""
     return _names(MODEL_GROUP)
@@ -286,6 +325,22 @@ def open_store(name: str, root: Path) -> SessionStore:
     return store
 
 
+@contextlib.contextmanager
+def store_run(name: str, root: Path) -> Generator[StoreBackend]:
+    """The store backend ``name`` for one run over the temporary sessions root ``root``: what
+    the run stored there is discarded on the way out (:meth:`StoreBackend.discard`), whether
+    the run succeeded or not. Harvest the logs inside the block.
+
+    Raises:
+        UnknownPluginError, BrokenPluginError: as :func:`store_backend`.
+    """
+    backend = store_backend(name)
+    try:
+        yield backend
+    finally:
+        backend.discard(root)
+
+
 def create_model(name: str) -> ModelClient:
     """A client of the model provider ``name``, configured from the environment.
 
@@ -328,4 +383,17 @@ def model_env_prefixes() -> tuple[str, ...]:
     """The ``env_prefix`` of every installed model provider's settings (``DEEPSEEK_``…),
     sorted: what a clean environment for a test agent leaves out."""
     prefixes = {env_prefix(p) for p in _loadable_providers()}
+    return tuple(sorted(prefix for prefix in prefixes if prefix))
+
+
+def store_env_prefixes() -> tuple[str, ...]:
+    """The ``env_prefixes`` of every installed store backend (``DSH_POSTGRES_``, ``PG``…),
+    sorted: what a clean environment for a test agent keeps, so that the agent reaches the
+    store its caller configured. A backend that fails to load is left out."""
+    prefixes: set[str] = set()
+    for name in store_backend_names():
+        try:
+            prefixes.update(store_backend(name).env_prefixes)
+        except PluginError:
+            continue
     return tuple(sorted(prefix for prefix in prefixes if prefix))

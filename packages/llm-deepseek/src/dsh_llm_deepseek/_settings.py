@@ -1,13 +1,16 @@
-"""Settings of the DeepSeek client, read from ``DEEPSEEK_*`` environment variables."""
+"""DeepSeek's profile on the chat-completions wire: ``DEEPSEEK_*`` settings, its models, its
+thinking and reasoning-effort fields, and the rules its live API enforces."""
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, Self, cast
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import model_validator
+from pydantic_settings import SettingsConfigDict
 
 from dsh_core import RequestConfig
+from dsh_llm_openai import ChatSettings
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -16,6 +19,7 @@ __all__ = [
     "DeepSeekSettings",
     "ReasoningEffort",
     "Thinking",
+    "thinking_fields",
 ]
 
 PROVIDER = "deepseek"
@@ -28,60 +32,54 @@ SERVED_MODELS = ("deepseek-flash", "deepseek-v4-pro")
 Thinking = Literal["enabled", "disabled"]
 ReasoningEffort = Literal["off", "low", "high", "max"]
 
+_EFFORTS = ("low", "high", "max")
+_THINKING = ("enabled", "disabled")
 
-class DeepSeekSettings(BaseSettings):
-    """Connection, request, timeout and retry settings of :class:`DeepSeekClient`.
+
+def thinking_fields(effort: ReasoningEffort | None) -> dict[str, Any]:
+    """The wire fields of one resolved effort, as upstream's ``serialize.ts`` resolves them.
+
+    ``off`` is ours, never the wire's: it becomes ``thinking: {type: disabled}`` with no effort;
+    ``low`` / ``high`` / ``max`` send ``thinking: {type: enabled}`` and ``reasoning_effort``;
+    ``None`` sends neither.
+    """
+    if effort is None:
+        return {}
+    if effort == "off":
+        return {"thinking": {"type": "disabled"}}
+    return {"thinking": {"type": "enabled"}, "reasoning_effort": effort}
+
+
+class DeepSeekSettings(ChatSettings):
+    """:class:`dsh_llm_openai.ChatSettings` with DeepSeek's defaults, read from ``DEEPSEEK_*``.
 
     Every field reads the environment variable ``DEEPSEEK_<FIELD NAME>`` (``DEEPSEEK_API_KEY``,
-    ``DEEPSEEK_BASE_URL``…). No ``.env`` file is read here: loading one is the caller's decision
+    ``DEEPSEEK_BASE_URL``…); the connection, timeout and retry fields are the wire's (see
+    ``ChatSettings``). No ``.env`` file is read here: loading one is the caller's decision
     (the snapshot tier does it in record mode only).
 
     Attributes:
-        api_key: the API key; required for a call, kept as a ``SecretStr`` so that no repr,
-            dump or log shows it.
-        base_url: the API root; ``/chat/completions`` and ``/models`` are appended.
-        model: the ``model`` field of every request.
         thinking: the deployment's thinking policy: ``enabled`` (the default, as the provider's)
             or ``disabled``, which allows only ``reasoning_effort`` ``off``.
         reasoning_effort: ``low`` / ``high`` / ``max`` send ``thinking: {type: enabled}`` and
             that ``reasoning_effort``; ``off`` sends ``thinking: {type: disabled}`` and no
             effort. ``None`` means upstream's default: ``high``, or ``off`` when ``thinking``
             is ``disabled``.
-        send_session_id: send the live session id as the ``X-DSH-Session-Id`` header (the
-            scripted model server routes by it; the public API does not need it).
-        connect_timeout: seconds to establish the TCP/TLS connection.
-        stream_idle_timeout: seconds one outstanding read may wait, from sending the request to
-            the response headers and between any two reads of the body; any bytes (keep-alive
-            comments too) re-arm it, as upstream's idle watchdog does.
-        stream_deadline: seconds one call may take in total, or ``None`` for no bound;
-            keep-alive comments never extend it.
-        max_retries: retries after the first attempt (transient failures before the first
-            chunk); upstream's default policy makes five.
-        max_retry_after: cap, in seconds, on a server's ``Retry-After``.
-        retry_base_wait: first back-off, in seconds, when the server gives no ``Retry-After``;
-            doubled on each further retry.
-        retry_max_wait: cap, in seconds, on that back-off.
-        retry_jitter: the back-off varies by up to this fraction either way.
-        max_tokens: the request's ``max_tokens`` when set.
     """
 
     model_config = SettingsConfigDict(env_prefix="DEEPSEEK_", extra="ignore")
 
-    api_key: SecretStr | None = None
+    provider: ClassVar[str] = PROVIDER
+    label: ClassVar[str] = "DeepSeek"
+    served_models: ClassVar[tuple[str, ...]] = SERVED_MODELS
+    billing_url: ClassVar[str | None] = "https://platform.deepseek.com"
+    # Thinking mode wants every tool-call turn's reasoning back (guides/thinking_mode).
+    reasoning_pass_back: ClassVar[bool] = True
+
     base_url: str = "https://api.deepseek.com"
     model: str = DEFAULT_MODEL
     thinking: Thinking = "enabled"
     reasoning_effort: ReasoningEffort | None = None
-    send_session_id: bool = False
-    connect_timeout: float = Field(default=10.0, gt=0)
-    stream_idle_timeout: float = Field(default=300.0, gt=0)
-    stream_deadline: float | None = Field(default=None, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    max_retry_after: float = Field(default=60.0, ge=0)
-    retry_base_wait: float = Field(default=0.5, ge=0)
-    retry_max_wait: float = Field(default=10.0, ge=0)
-    retry_jitter: float = Field(default=0.1, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, gt=0)
 
     @property
     def effective_reasoning_effort(self) -> ReasoningEffort:
@@ -100,6 +98,38 @@ class DeepSeekSettings(BaseSettings):
         if self.max_tokens is not None:
             config["maxTokens"] = self.max_tokens
         return config
+
+    def body_fields(self) -> dict[str, Any]:
+        """``thinking`` and ``reasoning_effort`` of the resolved effort."""
+        return thinking_fields(self.effective_reasoning_effort)
+
+    @classmethod
+    def wire_problem(cls, body: dict[str, Any]) -> str | None:
+        """Why DeepSeek's live API (checked 2026-11-30) would answer this body with HTTP 400:
+        a thinking type or effort it does not know, or, in thinking mode (the default of
+        today's models), an assistant message with ``tool_calls`` and no
+        ``reasoning_content``."""
+        thinking: Any = body.get("thinking", {"type": "enabled"})
+        kind = cast(dict[str, Any], thinking).get("type") if isinstance(thinking, dict) else None
+        if kind not in _THINKING:
+            return f"thinking.type must be one of {', '.join(_THINKING)}, got {kind!r}"
+        effort = body.get("reasoning_effort")
+        if effort is not None and effort not in _EFFORTS:
+            return f"reasoning_effort must be one of {', '.join(_EFFORTS)}, got {effort!r}"
+        if kind == "disabled":
+            return None
+        messages: Sequence[Any] = body.get("messages") or []
+        for index, message in enumerate(messages):
+            fields = cast(dict[str, Any], message) if isinstance(message, dict) else {}
+            if fields.get("role") != "assistant" or not fields.get("tool_calls"):
+                continue
+            if not isinstance(fields.get("reasoning_content"), str):
+                return (
+                    "Missing `reasoning_content` field in the assistant message at message "
+                    f"index {index}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                )
+        return None
 
     @model_validator(mode="after")
     def _thinking_allows_the_effort(self) -> Self:

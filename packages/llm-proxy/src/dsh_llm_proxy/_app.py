@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
-from dsh_llm_deepseek import SESSION_HEADER
+from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (

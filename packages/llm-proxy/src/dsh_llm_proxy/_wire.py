@@ -2,7 +2,7 @@
 
 Requests: each message gets a canonical key (what session inference compares) and becomes log
 events. Responses: the upstream's server-sent events are turned into dsh chunks by
-``dsh_llm_deepseek.DeepSeekClient`` itself, fed through an in-memory transport (one parser for
+``dsh_llm_openai.ChatClient`` itself, fed through an in-memory transport (one parser for
 the whole project); chunks go back out as SSE events (``ChunkEncoder``) or as one
 ``chat.completion`` body for clients that did not ask for a stream.
 """
@@ -21,8 +21,7 @@ import httpx
 from pydantic import SecretStr
 
 from dsh_core import Chunk, ContentBlock, ModelRequest, Usage
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import ChunkEncoder
+from dsh_llm_openai import ChatClient, ChatSettings, ChunkEncoder
 
 __all__ = [
     "ChunkParser",
@@ -197,7 +196,7 @@ async def sse_events(chunks: AsyncIterator[Chunk], model: str) -> AsyncIterator[
     yield _sse("[DONE]")
 
 
-# --- parsing the upstream stream with DeepSeekClient ---------------------------------------------
+# --- parsing the upstream stream with ChatClient -------------------------------------------------
 
 
 class _FeedStream(httpx.AsyncByteStream):
@@ -230,12 +229,12 @@ class ChunkParser:
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        settings = DeepSeekSettings(
+        settings = ChatSettings(
             api_key=SecretStr("parser"),  # never sent anywhere: the transport is in memory
             base_url="http://parser.invalid",
             max_retries=0,
         )
-        self._client = DeepSeekClient(settings, transport=_FeedTransport(self._queue))
+        self._client = ChatClient(settings, transport=_FeedTransport(self._queue))
         self.chunks: list[tuple[int, Chunk]] = []
         self._task = asyncio.create_task(self._run())
 

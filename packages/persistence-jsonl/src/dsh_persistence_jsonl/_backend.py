@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from dsh_core import SessionHeader, SessionNotFoundError
@@ -15,6 +16,8 @@ class JsonlStoreBackend:
 
     name = "jsonl"
     settings_model = None
+    embedded = True  # its data lives under the sessions root
+    env_prefixes: tuple[str, ...] = ()
 
     def open(self, root: Path) -> JsonlSessionStore:
         """A store over ``root`` (created when missing)."""
@@ -32,6 +35,10 @@ class JsonlStoreBackend:
         if path is None or not path.is_file():
             raise SessionNotFoundError(f"no session {session_id} in {root}")
         return path.read_text(encoding="utf-8")
+
+    def discard(self, root: Path) -> None:
+        """Remove a finished run's sessions folder, the log files with it (none: nothing to do)."""
+        shutil.rmtree(root, ignore_errors=True)
 
 
 STORE_BACKEND = JsonlStoreBackend()

@@ -318,7 +318,7 @@ class JsonlSessionStore:
                 raise SessionExistsError(f"session {header.id} already exists ({path})")
             seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
             data = (dumps_header(header) + "\n").encode("utf-8") + dumps_event_lines(seed)
-            atomic_write(path, data, mode=0o644)  # a killed create leaves only its .tmp
+            atomic_write(path, data, mode=0o600)  # 0600: a log holds a conversation
             writer = _JsonlWriter(path, lock, header.id, len(data), len(seed))
         except BaseException:
             lock.release()

@@ -1,14 +1,31 @@
 """dsh-persistence-sqlite: every dsh session of a workspace in one SQLite database.
 
-``SqliteSessionStore`` implements ``dsh_core.SessionStore`` on schema version 4 (stdlib
-``sqlite3``, WAL, ``synchronous=FULL``, one transaction per appended batch) and refuses, without
-writing a byte, any file it does not recognise.
+``SqliteSessionStore`` implements ``dsh_core.SessionStore`` (stdlib ``sqlite3``, WAL,
+``synchronous=FULL``, one transaction per appended batch) over one of two layouts: upstream's
+schema version 4 exactly (``Layout.V4``), which upstream's own v4 code opens too, or dsh-py's
+version 1004 (``Layout.DSH``, the default for a fresh file), which adds the columns v4 has no
+place for. It refuses, without writing a byte, any file it does not recognise.
 """
 
-from dsh_persistence_sqlite._schema import SCHEMA_VERSION
+from dsh_persistence_sqlite._readonly import JUNE_SCHEMA_VERSION, ReadOnlySqliteStore
+from dsh_persistence_sqlite._rows import UnrepresentableError
+from dsh_persistence_sqlite._schema import (
+    DSH_APPLICATION_ID,
+    DSH_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    Layout,
+)
 from dsh_persistence_sqlite._store import SqliteSessionStore
 
 __all__ = [
-    "SCHEMA_VERSION",
+    # the store
     "SqliteSessionStore",
+    "UnrepresentableError",
+    "ReadOnlySqliteStore",
+    # the layouts
+    "DSH_APPLICATION_ID",
+    "DSH_SCHEMA_VERSION",
+    "JUNE_SCHEMA_VERSION",
+    "SCHEMA_VERSION",
+    "Layout",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from dsh_core import SessionHeader, SessionNotFoundError
@@ -18,6 +19,8 @@ class SqliteStoreBackend:
 
     name = "sqlite"
     settings_model = None
+    embedded = True  # its data lives under the sessions root
+    env_prefixes: tuple[str, ...] = ()
 
     def open(self, root: Path) -> SqliteSessionStore:
         """The store in ``<root>/sessions.sqlite3`` (created when missing)."""
@@ -38,6 +41,10 @@ class SqliteStoreBackend:
             raise SessionNotFoundError(f"no session {session_id} in {root} (no {DATABASE_FILE})")
         with SqliteSessionStore(database) as store:
             return store.export_jsonl(session_id)
+
+    def discard(self, root: Path) -> None:
+        """Remove a finished run's sessions folder, the database with it (none: nothing to do)."""
+        shutil.rmtree(root, ignore_errors=True)
 
 
 STORE_BACKEND = SqliteStoreBackend()

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from dsh_core import Event, LogFormatError, SessionHeader, dumps_json
+from dsh_persistence_sqlite._schema import Layout
 
 __all__ = [
     "EVENT_COLUMNS",
     "HEADER_COLUMNS",
+    "UnrepresentableError",
+    "check_representable",
+    "event_columns",
+    "header_columns",
     "event_row",
     "events_from_cursor",
     "header_from_row",
@@ -30,6 +36,60 @@ HEADER_COLUMNS = (
 EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, extra"
 """The ``events`` columns a load reads, in the order :func:`events_from_cursor` unpacks."""
 
+# Upstream's v4 has no column for these: they read as NULL (absent) from a v4 file.
+_V4_HEADER_COLUMNS = "id, version, created_at, cwd, parent_session, seed_length, NULL, NULL, NULL"
+_V4_EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, NULL"
+
+
+def header_columns(layout: Layout) -> str:
+    """The ``sessions`` select list :func:`header_from_row` unpacks, for ``layout``."""
+    return HEADER_COLUMNS if layout is Layout.DSH else _V4_HEADER_COLUMNS
+
+
+def event_columns(layout: Layout) -> str:
+    """The ``events`` select list :func:`events_from_cursor` unpacks, for ``layout``."""
+    return EVENT_COLUMNS if layout is Layout.DSH else _V4_EVENT_COLUMNS
+
+
+class UnrepresentableError(ValueError):
+    """A header or event carries a field upstream's schema version 4 has no place for.
+
+    Raised before anything is written: a v4 file never silently loses a field.
+    """
+
+
+def check_representable(
+    path: object, header: SessionHeader | None, events: Sequence[Event]
+) -> None:
+    """Refuse what a v4 file cannot hold (see :class:`UnrepresentableError`).
+
+    Raises:
+        UnrepresentableError: naming the file, the session and the field.
+    """
+    if header is not None:
+        fields = [
+            name
+            for name, value in (
+                ("origin", header.origin),
+                ("delegationDepth", header.delegation_depth),
+            )
+            if value is not None
+        ] + sorted(header.extra)
+        if fields:
+            raise UnrepresentableError(
+                f"{path} is an upstream schema-version-4 store, which has no column for the "
+                f"header field {fields[0]!r} of session {header.id}; use a dsh-layout store "
+                f"(schema version 1004) for it; nothing was written"
+            )
+    for event in events:
+        if event.extra:
+            raise UnrepresentableError(
+                f"{path} is an upstream schema-version-4 store, which has no column for the "
+                f"envelope field {sorted(event.extra)[0]!r} of the {event.type!r} event at seq "
+                f"{event.seq}; use a dsh-layout store (schema version 1004); nothing was written"
+            )
+
+
 # NaN and infinities are not JSON: SQLite would keep the text but no reader could load it.
 # The log lines' own encoder, so a row's JSON is the text the JSONL store writes.
 _encode = dumps_json
@@ -40,30 +100,37 @@ def _dump_optional(value: Any) -> str | None:
     return None if value is None else _encode(value)
 
 
-def header_row(header: SessionHeader) -> tuple[Any, ...]:
-    """The ``sessions`` row for ``header`` (unknown header keys go to ``extra`` as JSON)."""
-    return (
+def header_row(header: SessionHeader, layout: Layout) -> tuple[Any, ...]:
+    """The ``sessions`` row for ``header`` (unknown header keys go to ``extra`` as JSON;
+    a v4 row has the first six columns only: :func:`check_representable` first)."""
+    row = (
         header.id,
         header.version,
         header.created_at,
         header.cwd,
         header.parent_session,
         header.seed_length,
+    )
+    if layout is Layout.V4:
+        return row
+    return (
+        *row,
         header.origin,
         header.delegation_depth,
         _encode(header.extra) if header.extra else None,
     )
 
 
-def event_row(session_id: str, event: Event) -> tuple[Any, ...]:
-    """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL.
+def event_row(session_id: str, event: Event, layout: Layout) -> tuple[Any, ...]:
+    """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL
+    (a v4 row has no ``extra``: :func:`check_representable` first).
 
     Raises:
         ValueError: the event carries a value JSON cannot hold (NaN, an object…), naming
             its type and seq (upstream's ``assertSerializable``); nothing is written.
     """
     try:
-        return (
+        row = (
             session_id,
             event.seq,
             event.type,
@@ -71,8 +138,10 @@ def event_row(session_id: str, event: Event) -> tuple[Any, ...]:
             _encode(event.data),
             _dump_optional(event.source_event_seqs),
             _dump_optional(event.surface_op),
-            _encode(event.extra) if event.extra else None,
         )
+        if layout is Layout.V4:
+            return row
+        return (*row, _encode(event.extra) if event.extra else None)
     except (TypeError, ValueError) as exc:
         raise ValueError(
             f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"

@@ -1,4 +1,16 @@
-"""Recognising a store file before touching it, and laying down schema version 4.
+"""Recognising a store file before touching it, and laying down a fresh one.
+
+Two layouts, told apart by ``PRAGMA user_version`` (and ``application_id``):
+
+- **4**: upstream's schema version 4 *exactly* (the seed-boundary RFC; upstream's
+  ``session-persistence-sqlite/src/schema.ts`` at the v4 commit): two ``STRICT`` tables, no
+  other column, ``application_id`` 0. Upstream's v4 opens such a file and so do we.
+- **1004** with ``application_id`` 0x44534859 (``"DSHY"``): dsh-py's layout, upstream's v4
+  tables plus the columns for what v4 has no place for (``origin``, ``delegation_depth`` and
+  the unknown header keys on ``sessions``; unknown envelope keys on ``events``). The number
+  is far from upstream's sequence (3 in June, 4 at the RFC, 17 at HEAD) and the
+  ``application_id`` makes the claim unambiguous. ``dsh-sessions convert`` moves a store
+  between the two (see the README, "Two layouts").
 
 Everything in :func:`inspect_file` is read-only by construction: the SQLite header is read
 from the raw bytes, and the schema through an ``immutable=1`` read-only connection, which
@@ -8,59 +20,87 @@ in WAL mode). A file this code does not own is therefore refused with its bytes 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import struct
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from dsh_core import StoreCorruptError, StoreVersionError
 
-__all__ = ["SCHEMA_SQL", "SCHEMA_VERSION", "FileState", "inspect_file", "stamp_if_fresh"]
+__all__ = [
+    "DSH_APPLICATION_ID",
+    "DSH_SCHEMA_VERSION",
+    "SCHEMA_VERSION",
+    "FileState",
+    "Layout",
+    "create_private",
+    "inspect_file",
+    "readonly_connection",
+    "schema_sql",
+    "stamp_if_fresh",
+    "version_error",
+]
 
 SCHEMA_VERSION = 4
+"""Upstream's schema version 4, the seed-boundary RFC's layout."""
+
+DSH_SCHEMA_VERSION = 1004
+"""dsh-py's layout: upstream's v4 plus the columns v4 has no place for."""
+
+DSH_APPLICATION_ID = 0x44534859
+"""``"DSHY"``: stamped on dsh-py layout files only (upstream's v4 leaves it 0)."""
 
 _MAGIC = b"SQLite format 3\x00"
 
-# ``extra`` columns hold, as a JSON object, the header / envelope keys this version does not
-# know, so that logs written by newer code survive a round trip through this store.
-SCHEMA_SQL = """
-CREATE TABLE sessions (
-    id TEXT PRIMARY KEY NOT NULL,
-    version INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    cwd TEXT,
-    parent_session TEXT,
-    seed_length INTEGER,
-    origin TEXT,
-    delegation_depth INTEGER,
-    extra TEXT
-);
-CREATE TABLE events (
-    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    time INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    source_event_seqs TEXT,
-    surface_op TEXT,
-    extra TEXT,
-    PRIMARY KEY (session_id, seq)
-);
-"""
 
-_EXPECTED_COLUMNS = {
-    "sessions": {
-        "id",
-        "version",
-        "created_at",
-        "cwd",
-        "parent_session",
-        "seed_length",
-        "origin",
-        "delegation_depth",
-        "extra",
-    },
-    "events": {
+class Layout(Enum):
+    """Which of the two table layouts a store file has (or is to be created with)."""
+
+    V4 = "v4"
+    """Upstream's schema version 4, exactly."""
+    DSH = "dsh"
+    """dsh-py's layout (version 1004): lossless for every header and envelope key."""
+
+    @property
+    def version(self) -> int:
+        """The ``user_version`` this layout is stamped with."""
+        return SCHEMA_VERSION if self is Layout.V4 else DSH_SCHEMA_VERSION
+
+    @property
+    def application_id(self) -> int:
+        """The ``application_id`` this layout is stamped with."""
+        return 0 if self is Layout.V4 else DSH_APPLICATION_ID
+
+
+# Upstream's v4 DDL, column for column (``schema.ts``: ``openDatabase``). STRICT matters: it is
+# part of the table definition upstream creates, and it makes SQLite refuse a value of the
+# wrong type instead of storing it.
+_V4_SESSIONS = """
+    id             TEXT PRIMARY KEY,
+    version        INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    cwd            TEXT,
+    parent_session TEXT,
+    seed_length    INTEGER"""
+_V4_EVENTS = """
+    session_id        TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    seq               INTEGER NOT NULL,
+    type              TEXT NOT NULL,
+    time              INTEGER NOT NULL,
+    data              TEXT NOT NULL,
+    source_event_seqs TEXT,
+    surface_op        TEXT"""
+# ``extra`` holds, as a JSON object, the header / envelope keys no column names, so that logs
+# written by newer code survive a round trip through a dsh-layout store.
+_DSH_SESSIONS = ",\n    origin TEXT,\n    delegation_depth INTEGER,\n    extra TEXT"
+_DSH_EVENTS = ",\n    extra TEXT"
+_KEY = ",\n    PRIMARY KEY (session_id, seq)"
+
+_V4_COLUMNS = {
+    "sessions": ("id", "version", "created_at", "cwd", "parent_session", "seed_length"),
+    "events": (
         "session_id",
         "seq",
         "type",
@@ -68,16 +108,35 @@ _EXPECTED_COLUMNS = {
         "data",
         "source_event_seqs",
         "surface_op",
-        "extra",
-    },
+    ),
 }
+_DSH_EXTRA_COLUMNS = {"sessions": ("origin", "delegation_depth", "extra"), "events": ("extra",)}
+
+
+def schema_sql(layout: Layout) -> list[str]:
+    """The ``CREATE TABLE`` statements of ``layout``."""
+    extra_sessions = _DSH_SESSIONS if layout is Layout.DSH else ""
+    extra_events = _DSH_EVENTS if layout is Layout.DSH else ""
+    return [
+        f"CREATE TABLE sessions ({_V4_SESSIONS}{extra_sessions}\n) STRICT",
+        f"CREATE TABLE events ({_V4_EVENTS}{extra_events}{_KEY}\n) STRICT",
+    ]
+
+
+def _expected_columns(layout: Layout) -> dict[str, set[str]]:
+    return {
+        table: set(columns) | (set(_DSH_EXTRA_COLUMNS[table]) if layout is Layout.DSH else set())
+        for table, columns in _V4_COLUMNS.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)
 class FileState:
-    """What :func:`inspect_file` found: ``fresh`` means empty or absent (to be stamped)."""
+    """What :func:`inspect_file` found: ``fresh`` means empty or absent (to be stamped);
+    otherwise ``layout`` is the layout the file has."""
 
     fresh: bool
+    layout: Layout | None = None
 
 
 def _read_header(path: Path) -> bytes:
@@ -85,8 +144,8 @@ def _read_header(path: Path) -> bytes:
         return handle.read(100)
 
 
-def _check_raw_header(path: Path, header: bytes, size: int, wal_in_use: bool) -> int:
-    """Validate the 100-byte SQLite header; return the ``user_version`` it records."""
+def _check_raw_header(path: Path, header: bytes, size: int, wal_in_use: bool) -> tuple[int, int]:
+    """Validate the 100-byte SQLite header; return its ``(user_version, application_id)``."""
     if len(header) < 100 or not header.startswith(_MAGIC):
         raise StoreCorruptError(
             f"{path} is not an SQLite database (no 'SQLite format 3' header); "
@@ -111,10 +170,14 @@ def _check_raw_header(path: Path, header: bytes, size: int, wal_in_use: bool) ->
             f"({page_count * page_size} bytes) but the file has {size} bytes; "
             f"nothing was written"
         )
-    return struct.unpack(">I", header[60:64])[0]
+    return struct.unpack(">I", header[60:64])[0], struct.unpack(">I", header[68:72])[0]
 
 
-def _readonly_connection(path: Path, wal_in_use: bool) -> sqlite3.Connection:
+def readonly_connection(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write ``path`` nor create a ``-wal`` / ``-shm`` beside it
+    (``immutable=1``), unless a live WAL holds committed pages, which must then be read."""
+    wal = Path(f"{path}-wal")
+    wal_in_use = wal.exists() and wal.stat().st_size > 0
     uri = path.resolve().as_uri() + ("?mode=ro" if wal_in_use else "?mode=ro&immutable=1")
     return sqlite3.connect(uri, uri=True)
 
@@ -134,13 +197,22 @@ def _tables(connection: sqlite3.Connection) -> dict[str, set[str]]:
     }
 
 
+def _known(version: int, application_id: int) -> Layout | None:
+    if version == SCHEMA_VERSION and application_id == 0:
+        return Layout.V4
+    if version == DSH_SCHEMA_VERSION and application_id == DSH_APPLICATION_ID:
+        return Layout.DSH
+    return None
+
+
 def inspect_file(path: Path) -> FileState:
-    """Decide, without writing a byte, whether ``path`` is a fresh file or a version-4 store.
+    """Decide, without writing a byte, whether ``path`` is fresh or which layout it has.
 
     Raises:
-        StoreVersionError: the file records another schema version, or belongs to another
-            application (version 0 with foreign tables).
-        StoreCorruptError: not an SQLite file, truncated, or a version-4 file missing tables.
+        StoreVersionError: the file records another schema version (including 0 with tables:
+            an unversioned database), or belongs to another application.
+        StoreCorruptError: not an SQLite file, truncated, or a store missing tables or with
+            columns other than its version's.
     """
     try:
         size = path.stat().st_size
@@ -150,15 +222,16 @@ def inspect_file(path: Path) -> FileState:
     wal_in_use = wal.exists() and wal.stat().st_size > 0
     if size == 0 and not wal_in_use:
         return FileState(fresh=True)
-    version = _check_raw_header(path, _read_header(path), size, wal_in_use)
-    if version not in (0, SCHEMA_VERSION) and not wal_in_use:
-        raise _version_error(path, version)
+    version, application_id = _check_raw_header(path, _read_header(path), size, wal_in_use)
+    if version != 0 and _known(version, application_id) is None and not wal_in_use:
+        raise version_error(path, version, application_id)
     try:
-        connection = _readonly_connection(path, wal_in_use)
+        connection = readonly_connection(path)
         try:
             version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-            if version not in (0, SCHEMA_VERSION):
-                raise _version_error(path, version)
+            application_id = int(connection.execute("PRAGMA application_id").fetchone()[0])
+            if version != 0 and _known(version, application_id) is None:
+                raise version_error(path, version, application_id)
             tables = _tables(connection)
         finally:
             connection.close()
@@ -169,44 +242,83 @@ def inspect_file(path: Path) -> FileState:
     if version == 0:
         if tables:
             raise StoreVersionError(
-                f"{path} is an SQLite database of another application (schema version 0, "
-                f"tables: {', '.join(sorted(tables))}), not a dsh session store (schema "
-                f"version {SCHEMA_VERSION}); refusing to touch it; nothing was written"
+                f"{path} has no schema version (user_version 0) but holds tables "
+                f"({', '.join(sorted(tables))}): an unversioned or foreign database, not a dsh "
+                f"session store (schema version {SCHEMA_VERSION} or {DSH_SCHEMA_VERSION}); "
+                f"it is not migrated; nothing was written"
             )
         return FileState(fresh=True)
-    absent = [table for table in _EXPECTED_COLUMNS if table not in tables]
+    layout = _known(version, application_id)
+    assert layout is not None  # refused above otherwise
+    _check_columns(path, layout, tables)
+    return FileState(fresh=False, layout=layout)
+
+
+def _check_columns(path: Path, layout: Layout, tables: dict[str, set[str]]) -> None:
+    absent = [table for table in _V4_COLUMNS if table not in tables]
     if absent:
         raise StoreCorruptError(
-            f"{path} records schema version {SCHEMA_VERSION} but has no "
+            f"{path} records schema version {layout.version} but has no "
             f"{' and no '.join(absent)} table; nothing was written"
         )
-    for table, expected in _EXPECTED_COLUMNS.items():
+    for table, expected in _expected_columns(layout).items():
         missing = expected - tables[table]
         if missing:
             raise StoreCorruptError(
                 f"{path}: table {table} lacks the columns {', '.join(sorted(missing))} "
-                f"of schema version {SCHEMA_VERSION}; nothing was written"
+                f"of schema version {layout.version}; nothing was written"
             )
-    return FileState(fresh=False)
+        surplus = tables[table] - expected
+        if surplus and layout is Layout.V4 and surplus <= set(_DSH_EXTRA_COLUMNS[table]):
+            raise StoreVersionError(
+                f"{path} records schema version 4 but its {table} table has dsh-py's columns "
+                f"{', '.join(sorted(surplus))} (written by dsh-py before it adopted upstream's "
+                f"v4 exactly); convert it with 'dsh-sessions convert {path} NEW.sqlite3'; "
+                f"nothing was written"
+            )
+        if surplus:
+            raise StoreCorruptError(
+                f"{path}: table {table} has columns {', '.join(sorted(surplus))} that schema "
+                f"version {layout.version} does not define; nothing was written"
+            )
 
 
-def _version_error(path: Path, found: int) -> StoreVersionError:
+def version_error(path: Path, found: int, application_id: int = 0) -> StoreVersionError:
+    """The one-line refusal of a file whose schema version this code does not read."""
+    owner = f" and application_id {application_id:#010x}" if application_id else ""
     return StoreVersionError(
-        f"{path} has schema version {found}; this code reads schema version "
-        f"{SCHEMA_VERSION} only and does not migrate; nothing was written"
+        f"{path} has schema version {found}{owner}; this code reads schema version "
+        f"{SCHEMA_VERSION} (upstream's) and {DSH_SCHEMA_VERSION} (dsh-py's) only and does "
+        f"not migrate; nothing was written"
     )
 
 
-def stamp_if_fresh(connection: sqlite3.Connection) -> None:
-    """Inside ``BEGIN IMMEDIATE``: create the schema and stamp version 4 if nobody has yet.
+def create_private(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists: session logs hold
+    conversations, and SQLite gives its ``-wal`` / ``-shm`` files the database's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def stamp_if_fresh(connection: sqlite3.Connection, layout: Layout) -> Layout:
+    """Inside ``BEGIN IMMEDIATE``: create ``layout``'s schema if nobody has yet.
 
     Two processes may both see a fresh file; the write lock serialises them and the second
-    finds the stamp already there.
+    finds the first one's stamp, whose layout it returns (and then uses).
     """
     version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-    if version == SCHEMA_VERSION:
-        return
-    for statement in SCHEMA_SQL.split(";"):
-        if statement.strip():
-            connection.execute(statement)
-    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    application_id = int(connection.execute("PRAGMA application_id").fetchone()[0])
+    found = _known(version, application_id)
+    if found is not None:
+        return found
+    if version != 0:
+        raise version_error(Path(connection.execute("PRAGMA database_list").fetchone()[2]), version)
+    for statement in schema_sql(layout):
+        connection.execute(statement)
+    connection.execute(f"PRAGMA user_version = {layout.version}")
+    if layout.application_id:
+        connection.execute(f"PRAGMA application_id = {layout.application_id}")
+    return layout

@@ -40,24 +40,32 @@ from dsh_core import (
     render_log,
 )
 from dsh_persistence_sqlite._rows import (
-    EVENT_COLUMNS,
-    HEADER_COLUMNS,
+    check_representable,
+    event_columns,
     event_row,
     events_from_cursor,
+    header_columns,
     header_from_row,
     header_row,
     locate_undecodable,
 )
-from dsh_persistence_sqlite._schema import inspect_file, stamp_if_fresh
+from dsh_persistence_sqlite._schema import Layout, create_private, inspect_file, stamp_if_fresh
 
 __all__ = ["SqliteSessionStore"]
 
-_INSERT_EVENT = (
-    "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, "
-    "surface_op, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_SESSION = f"INSERT INTO sessions ({HEADER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_SELECT_EVENTS = f"SELECT {EVENT_COLUMNS}, {{valid}} FROM events WHERE session_id = ? ORDER BY seq"
+_V4_EVENT = "session_id, seq, type, time, data, source_event_seqs, surface_op"
+_V4_SESSION = "id, version, created_at, cwd, parent_session, seed_length"
+_INSERT_EVENT = {
+    Layout.V4: f"INSERT INTO events ({_V4_EVENT}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    Layout.DSH: f"INSERT INTO events ({_V4_EVENT}, extra) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+}
+_INSERT_SESSION = {
+    Layout.V4: f"INSERT INTO sessions ({_V4_SESSION}) VALUES (?, ?, ?, ?, ?, ?)",
+    Layout.DSH: (
+        f"INSERT INTO sessions ({_V4_SESSION}, origin, delegation_depth, extra) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ),
+}
 _CORRUPT_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
 # How the sqlite3 module reports a TEXT value that is not UTF-8.
 _UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
@@ -78,13 +86,16 @@ class _SqliteWriter:
             raise ValueError(f"session {self._id}: the writer is closed")
         if not events:
             return
-        rows = [event_row(self._id, event) for event in events]
+        layout = self._store.layout
+        if layout is Layout.V4:
+            check_representable(self._store.path, None, events)
+        rows = [event_row(self._id, event, layout) for event in events]
         with self._store._transaction() as connection:
             last = connection.execute(
                 "SELECT max(seq) FROM events WHERE session_id = ?", (self._id,)
             ).fetchone()[0]
             check_batch(f"session {self._id}", events, 0 if last is None else int(last) + 1)
-            connection.executemany(_INSERT_EVENT, rows)
+            connection.executemany(_INSERT_EVENT[layout], rows)
 
     def close(self) -> None:
         if self._lock is not None:
@@ -93,14 +104,18 @@ class _SqliteWriter:
 
 
 class SqliteSessionStore:
-    """Session logs in one SQLite database (schema version 4).
+    """Session logs in one SQLite database: upstream's schema version 4 exactly, or
+    dsh-py's layout (version 1004), which adds the columns v4 has no place for.
 
     Opening never writes to a file it does not recognise: an absent or empty file becomes a
-    new store, a version-4 store is used as is, and anything else is refused with its bytes
-    untouched.
+    new store (mode 0600) of ``layout``, a version-4 or version-1004 store is used as it is
+    (whatever ``layout`` says), and anything else is refused with its bytes untouched. A v4
+    store refuses a header or event carrying a field v4 has no column for
+    (:class:`UnrepresentableError`) rather than dropping it.
 
     Args:
         path: the database file (created, with its parent directories, when absent).
+        layout: the layout of a fresh file; dsh-py's by default, which is lossless.
 
     Raises:
         StoreVersionError: another schema version, or another application's database.
@@ -109,13 +124,19 @@ class SqliteSessionStore:
             open it.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, layout: Layout = Layout.DSH) -> None:
         self.path = Path(path)
+        self.layout = layout
         self._source = str(self.path)
         self._mutex = threading.RLock()
         try:
             state = inspect_file(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if state.fresh:
+                create_private(self.path)
+            else:
+                assert state.layout is not None
+                self.layout = state.layout
             connection = sqlite3.connect(
                 self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
@@ -139,13 +160,10 @@ class SqliteSessionStore:
                         f"{self.path}: could not switch to WAL mode (journal_mode is {mode})"
                     )
                 connection.execute("PRAGMA synchronous = FULL")
-                self._select_events = _SELECT_EVENTS.format(
-                    valid=_json_valid_expression(connection)
-                )
                 if state.fresh:
                     connection.execute("BEGIN IMMEDIATE")
                     try:
-                        stamp_if_fresh(connection)
+                        self.layout = stamp_if_fresh(connection, self.layout)
                         connection.execute("COMMIT")
                     except BaseException:
                         connection.execute("ROLLBACK")
@@ -153,6 +171,11 @@ class SqliteSessionStore:
         except BaseException:
             connection.close()
             raise
+        self._header_columns = header_columns(self.layout)
+        self._select_events = (
+            f"SELECT {event_columns(self.layout)}, {_json_valid_expression(connection)} "
+            "FROM events WHERE session_id = ? ORDER BY seq"
+        )
         self._connection: sqlite3.Connection | None = connection
 
     # --- SessionStore protocol --------------------------------------------------------------
@@ -165,6 +188,8 @@ class SqliteSessionStore:
         """
         header = prepare_header(options)
         seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
+        if self.layout is Layout.V4:
+            check_representable(self.path, header, seed)
         if self._exists(header.id):
             raise SessionExistsError(f"session {header.id} already exists in {self.path}")
         try:
@@ -176,13 +201,16 @@ class SqliteSessionStore:
         try:
             with self._transaction() as connection:
                 try:
-                    connection.execute(_INSERT_SESSION, header_row(header))
+                    connection.execute(
+                        _INSERT_SESSION[self.layout], header_row(header, self.layout)
+                    )
                 except sqlite3.IntegrityError:
                     raise SessionExistsError(
                         f"session {header.id} already exists in {self.path}"
                     ) from None
                 connection.executemany(
-                    _INSERT_EVENT, [event_row(header.id, event) for event in seed]
+                    _INSERT_EVENT[self.layout],
+                    [event_row(header.id, event, self.layout) for event in seed],
                 )
         except BaseException:
             lock.release()
@@ -234,7 +262,7 @@ class SqliteSessionStore:
             LogFormatError: a ``sessions`` row is damaged.
         """
         with self._mutex, self._guard():
-            rows = self._conn().execute(f"SELECT {HEADER_COLUMNS} FROM sessions").fetchall()
+            rows = self._conn().execute(f"SELECT {self._header_columns} FROM sessions").fetchall()
         headers = [header_from_row(row, self._source) for row in rows]
         headers.sort(key=lambda header: (header.created_at, header.id))
         return headers
@@ -247,6 +275,31 @@ class SqliteSessionStore:
                 connection.close()
 
     # --- extras -----------------------------------------------------------------------------
+
+    def import_log(self, log: SessionLog) -> None:
+        """Store a whole log as it is: the header with every field (``createdAt``, unknown
+        keys…) and the events with their own seqs, in one transaction (``dsh-sessions
+        convert``).
+
+        Raises:
+            SessionExistsError: the id is taken; nothing is written.
+            SeqError: the events do not run 0, 1, 2…
+            UnrepresentableError: a v4 store, and the log carries what v4 cannot hold.
+        """
+        header = log.header
+        self._check_id(header.id)
+        if self.layout is Layout.V4:
+            check_representable(self.path, header, log.events)
+        check_batch(f"session {header.id}", log.events, 0)
+        rows = [event_row(header.id, event, self.layout) for event in log.events]
+        with self._transaction() as connection:
+            try:
+                connection.execute(_INSERT_SESSION[self.layout], header_row(header, self.layout))
+            except sqlite3.IntegrityError:
+                raise SessionExistsError(
+                    f"session {header.id} already exists in {self.path}"
+                ) from None
+            connection.executemany(_INSERT_EVENT[self.layout], rows)
 
     def export_jsonl(self, session_id: str) -> str:
         """The stored log as DSH JSONL text (:func:`dsh_core.render_log`), rows exactly as
@@ -377,7 +430,7 @@ class SqliteSessionStore:
             connection.execute("BEGIN")
             try:
                 header_data: tuple[Any, ...] | None = connection.execute(
-                    f"SELECT {HEADER_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+                    f"SELECT {self._header_columns} FROM sessions WHERE id = ?", (session_id,)
                 ).fetchone()
                 if header_data is None:
                     raise self._not_found(session_id)

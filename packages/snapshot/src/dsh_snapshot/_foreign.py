@@ -360,7 +360,7 @@ def _fetch_report(base_url: str, timeout: float, log: Path) -> object:
 
 @contextlib.contextmanager
 def _scripted_upstream(scenario: Scenario) -> Generator[str, None, None]:
-    from dsh_llm_deepseek.testing import (  # noqa: PLC0415 - record --scripted only
+    from dsh_scripted_server import (  # noqa: PLC0415 - record --scripted only
         ScriptedModelServer,
         load_script_file,
     )

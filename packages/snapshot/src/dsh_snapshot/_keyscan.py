@@ -19,13 +19,13 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any, cast
 
 from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
+from dsh_snapshot._detect import detectors
+from dsh_snapshot._scancache import cache_key, lookup, store
 from dsh_snapshot._scenario import META_FILE, PENDING_DIR, AllowEntry
 
 __all__ = [
@@ -58,45 +58,9 @@ KEY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _MIN_LITERAL = 8
 _MAX_FILE = 32 * 1024 * 1024
-# detect-secrets plugins used: every regex detector of version 1.5 except the entropy ones
-# (they flag every id and hash a fixture holds), the public-IP one (not a secret) and four
-# vendor-context ones the keyword detector covers at a quarter of the cost.
-_PLUGINS = (
-    "artifactory.ArtifactoryDetector",
-    "aws.AWSKeyDetector",
-    "azure_storage_key.AzureStorageKeyDetector",
-    "basic_auth.BasicAuthDetector",
-    "discord.DiscordBotTokenDetector",
-    "github_token.GitHubTokenDetector",
-    "gitlab_token.GitLabTokenDetector",
-    "jwt.JwtTokenDetector",
-    "keyword.KeywordDetector",
-    "mailchimp.MailchimpDetector",
-    "npm.NpmDetector",
-    "openai.OpenAIDetector",
-    "private_key.PrivateKeyDetector",
-    "pypi_token.PypiTokenDetector",
-    "sendgrid.SendGridDetector",
-    "slack.SlackDetector",
-    "square_oauth.SquareOAuthDetector",
-    "stripe.StripeDetector",
-    "telegram_token.TelegramBotTokenDetector",
-    "twilio.TwilioKeyDetector",
-)
-
-
-@cache
-def _detectors() -> tuple[tuple[str, Any], ...]:
-    """The detect-secrets plugin instances, built once (their ``analyze_string`` is pure:
-    no settings, no verification request, so threads may share them)."""
-    from importlib import import_module  # noqa: PLC0415 - detect-secrets loads only when scanning
-
-    out: list[tuple[str, Any]] = []
-    for dotted in _PLUGINS:
-        module, name = dotted.rsplit(".", 1)
-        plugin = getattr(import_module(f"detect_secrets.plugins.{module}"), name)()
-        out.append((f"{plugin.secret_type} (detect-secrets)", plugin))
-    return tuple(out)
+# More suspicious values than this in one file is a refusal in itself; stopping there keeps
+# the per-value work (overlap checks, joined-stream lookups, redaction) bounded.
+_MAX_FINDINGS = 64
 
 
 def digest(value: str) -> str:
@@ -150,21 +114,22 @@ def _hits(view: str, literals: Sequence[tuple[str, str]]) -> Iterator[tuple[str,
     for kind, pattern in KEY_PATTERNS:
         for match in pattern.finditer(view):
             yield kind, match.group(0)
-    for kind, plugin in _detectors():
-        for value in cast(Iterator[str], plugin.analyze_string(view)):
+    for kind, find in detectors():
+        for value in find(view):
             yield kind, value
 
 
-def scan_text(
-    text: str, path: Path, file: str = "", literals: Iterable[str] = ()
-) -> list[KeyFinding]:
-    """Findings in one text: every decoded view of every line, then the joined streams.
+class _TooMany(Exception):
+    """More than ``_MAX_FINDINGS`` values in one file: the scan stops there."""
 
-    One finding per (line, value); the first detector to name a value names its kind. A
-    value seen only once its stream is joined is reported at the stream's first line as
-    split across chunks.
-    """
-    keys = _literals(literals)
+
+def _record(found: dict[tuple[int, str], KeyFinding], key: tuple[int, str], f: KeyFinding) -> None:
+    found[key] = f
+    if len(found) > _MAX_FINDINGS:
+        raise _TooMany
+
+
+def _scan(text: str, path: Path, file: str, keys: Sequence[tuple[str, str]]) -> list[KeyFinding]:
     found: dict[tuple[int, str], KeyFinding] = {}
     for number, line in enumerate(text.splitlines(), 1):
         values: list[str] = []
@@ -174,9 +139,8 @@ def scan_text(
                 # one finding, named by the first.
                 if not any(value in v or v in value for v in values):
                     values.append(value)
-                    found[(number, value)] = KeyFinding(
-                        path, number, kind, digest(value), len(value), file
-                    )
+                    f = KeyFinding(path, number, kind, digest(value), len(value), file)
+                    _record(found, (number, value), f)
     whole = {value for (_, value) in found}
     for starts, joined in split_views(text):
         for view in line_views(joined):
@@ -184,7 +148,7 @@ def scan_text(
                 if value not in whole:
                     whole.add(value)
                     number = line_at(starts, max(joined.find(value), 0))
-                    found[(number, value)] = KeyFinding(
+                    f = KeyFinding(
                         path,
                         number,
                         f"{kind}, split across streamed chunks from this line on",
@@ -192,11 +156,56 @@ def scan_text(
                         len(value),
                         file,
                     )
+                    _record(found, (number, value), f)
     return sorted(found.values(), key=lambda f: (f.line, f.kind, f.hash))
 
 
+def _too_many(path: Path, file: str) -> KeyFinding:
+    return KeyFinding(
+        path,
+        0,
+        f"more than {_MAX_FINDINGS} values that look like secrets: the scan stopped there",
+        file=file,
+    )
+
+
+def scan_text(
+    text: str, path: Path, file: str = "", literals: Iterable[str] = ()
+) -> list[KeyFinding]:
+    """Findings in one text: every decoded view of every line, then the joined streams.
+
+    One finding per (line, value); the first detector to name a value names its kind. A
+    value seen only once its stream is joined is reported at the stream's first line as
+    split across chunks. Past ``_MAX_FINDINGS`` values the scan stops with one file-level
+    finding (the text is refused either way). Linear in the text: see ``_detect``.
+    """
+    try:
+        return _scan(text, path, file, _literals(literals))
+    except _TooMany:
+        return [_too_many(path, file)]
+
+
+def _scan_bytes(
+    data: bytes, path: Path, name: str, keys: tuple[tuple[str, str], ...]
+) -> list[KeyFinding]:
+    findings: dict[tuple[int, str], KeyFinding] = {}
+    try:
+        for text in file_texts(data):
+            for finding in _scan(text, path, name, keys):
+                findings.setdefault((finding.line, finding.hash), finding)
+                if len(findings) > _MAX_FINDINGS:
+                    raise _TooMany
+    except _TooMany:
+        return [_too_many(path, name)]
+    return sorted(findings.values(), key=lambda f: (f.line, f.kind, f.hash))
+
+
 def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[KeyFinding]:
-    """Every finding in one regular file, read in each plausible encoding."""
+    """Every finding in one regular file, read in each plausible encoding.
+
+    Files already scanned with the same content and the same secrets to look for are
+    answered from ``_scancache`` (in memory, and in ``DSH_SCAN_CACHE_DIR`` when set).
+    """
     name = file or path.name
     try:
         info = path.stat()
@@ -207,11 +216,16 @@ def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[
         data = path.read_bytes()
     except OSError as exc:
         return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc.strerror})")]
-    findings: dict[tuple[int, str], KeyFinding] = {}
-    for text in file_texts(data):
-        for finding in scan_text(text, path, name, literals):
-            findings.setdefault((finding.line, finding.hash), finding)
-    return sorted(findings.values(), key=lambda f: (f.line, f.kind, f.hash))
+    keys = _literals(literals)
+    key = cache_key(data, [value for _, value in keys])
+    cached = lookup(key)
+    if cached is None:
+        found = _scan_bytes(data, path, name, keys)
+        store(key, [(f.line, f.kind, f.hash, f.length) for f in found])
+        return found
+    return [
+        KeyFinding(path, line, kind, hash_, length, name) for line, kind, hash_, length in cached
+    ]
 
 
 def _entries(folder: Path) -> Iterator[tuple[Path, str, Path | KeyFinding]]:

@@ -12,8 +12,16 @@ import os
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, ModelProvider, env_prefix, model_provider
+from dsh_snapshot._agent import AgentError
 
-__all__ = ["LiveSettings", "key_name", "live_env", "live_provider", "preflight_problem"]
+__all__ = [
+    "LiveSettings",
+    "key_name",
+    "live_env",
+    "live_provider",
+    "preflight_problem",
+    "scripted_env",
+]
 
 
 class LiveSettings(BaseSettings):
@@ -48,6 +56,25 @@ def live_env(provider: ModelProvider, api_key: str | None) -> dict[str, str]:
     if name is not None and api_key:
         env[name] = api_key
     return env
+
+
+def scripted_env(provider: ModelProvider, base_url: str) -> dict[str, str]:
+    """What the agent of a ``record --scripted`` run gets: the provider's name and the
+    variables of its settings model that point it at the scripted server (base URL, a key,
+    ``send_session_id``, by which the server routes each request to its session).
+
+    Raises:
+        AgentError: the provider does not speak chat completions, so no scripted server can
+            play it.
+    """
+    # record --scripted only: the server's package loads here, not with every CLI call.
+    from dsh_scripted_server import client_env, resolve_profile  # noqa: PLC0415
+
+    try:
+        profile = resolve_profile(provider.name)
+    except ValueError as exc:
+        raise AgentError(f"record --scripted: {exc}") from None
+    return {"DSH_MODEL_CLIENT": provider.name} | client_env(profile, base_url, "scripted")
 
 
 def preflight_problem(provider: ModelProvider) -> str | None:

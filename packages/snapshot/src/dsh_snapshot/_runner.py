@@ -21,7 +21,7 @@ from typing import Any
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
-from dsh_core.plugins import DEFAULT_STORE_BACKEND
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
 from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
@@ -37,7 +37,7 @@ from dsh_snapshot._foreign import (
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
-from dsh_snapshot._live import key_name, live_env, live_provider
+from dsh_snapshot._live import key_name, live_env, live_provider, scripted_env
 from dsh_snapshot._pending import fixture_files, keep_pending
 from dsh_snapshot._provenance import (
     Provenance,
@@ -138,12 +138,14 @@ def write_fixtures(
 # --- the model side of a run --------------------------------------------------------------------
 
 
-def _scripted_server(script: Path, tmp: Path, timeout: float) -> AbstractContextManager[str]:
+def _scripted_server(
+    script: Path, tmp: Path, timeout: float, profile: str
+) -> AbstractContextManager[str]:
     exe = Path(sys.executable).with_name("dsh-scripted-model-server")
     cmd = [str(exe)] if exe.is_file() else ["dsh-scripted-model-server"]
     # The server stops at the end of its stdin: hold a pipe open for the whole run.
     return served_base_url(
-        [*cmd, "--script", str(script)],
+        [*cmd, "--script", str(script), "--profile", profile],
         what="the scripted model server",
         stderr_log=tmp / "scripted-server.stderr",
         timeout=timeout,
@@ -312,8 +314,12 @@ def _run(
         result.failures.extend(f"key scan: {f}" for f in findings)
         return
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
+    # What the run stored goes with it, wherever its store keeps it (a server store's
+    # namespace too, not only the folder below).
+    run_scope = contextlib.ExitStack()
     try:
         cwd, root = tmp / "cwd", tmp / "sessions"
+        run_scope.enter_context(store_run(result.persistence, root))
         if scenario.workspace is not None:
             copy_workspace(scenario.workspace, cwd)
         else:
@@ -360,16 +366,13 @@ def _run(
                         f"{scenario.path}: record --scripted needs model.script.json "
                         f"(or a bare-array replay.override.json)"
                     )
+                # The live provider's profile, played by the scripted server: the agent's
+                # variables come from that provider's settings model, whatever its prefix.
+                provider = live_provider()
                 base = stack.enter_context(
-                    _scripted_server(scenario.script_file, tmp, settings.timeout)
+                    _scripted_server(scenario.script_file, tmp, settings.timeout, provider.name)
                 )
-                env |= {
-                    "DSH_MODEL_CLIENT": "deepseek",
-                    "DEEPSEEK_BASE_URL": base,
-                    "DEEPSEEK_API_KEY": "scripted",
-                    # The scripted server routes each request to its session by this header.
-                    "DEEPSEEK_SEND_SESSION_ID": "true",
-                }
+                env |= scripted_env(provider, base)
             else:
                 provider = live_provider()
                 if not settings.key and key_name(provider) is not None:
@@ -444,4 +447,5 @@ def _run(
                 provenance = scenario.meta.provenance
             result.written = write_fixtures(scenario, logs, frames, recording, literals, provenance)
     finally:
+        run_scope.close()
         shutil.rmtree(tmp, ignore_errors=True)

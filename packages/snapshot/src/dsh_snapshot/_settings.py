@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from dsh_core import LoopProfile
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
+from dsh_core.plugins import default_store_backend_names
 from dsh_snapshot._compat import Allowances
 from dsh_snapshot._foreign import ForeignAgent
 
@@ -20,9 +20,9 @@ Check = Literal["fixtures", "messages"]
 
 
 def _installed() -> tuple[str, ...]:
-    """Every installed store backend, the default one first (the one outputs are written from)."""
-    names = store_backend_names()
-    return tuple(sorted(names, key=lambda name: name != DEFAULT_STORE_BACKEND))
+    """Every installed embedded store backend (a server store runs only when asked for), the
+    default one first (the one outputs are written from)."""
+    return tuple(default_store_backend_names())
 
 
 class SnapshotSettings(BaseModel):
@@ -35,7 +35,8 @@ class SnapshotSettings(BaseModel):
         mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record``
             (live API, rewrite outputs) or ``record-scripted`` (scripted model server).
         persistences: the store backends (``dsh.stores`` plugin names) each scenario runs
-            with, unless its ``snapshot.yml`` pins one; default: every installed backend. The
+            with, unless its ``snapshot.yml`` pins one; default: every installed embedded
+            backend (``dsh_core.plugins.default_store_backend_names``). The
             writing modes run the first only (outputs are written once).
         jobs: runs at a time.
         cold: start every agent as a fresh interpreter instead of forking it from a warm,

@@ -1,5 +1,5 @@
-"""dsh-snapshot: replay, refresh, record, list, prove, review, accept and show scenario folders
-given by path.
+"""dsh-snapshot: replay, refresh, record, list, prove, review, accept, show and export scenario
+folders given by path.
 
 Paths may be scenario folders (holding input.json), files inside one, or folders containing
 them, ours or upstream ones, wherever they are. A malformed scenario is reported as a failed row
@@ -24,10 +24,11 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from dsh_core.plugins import PluginError, store_backend_names
+from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._engine import Selection, run, select
+from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
@@ -163,8 +164,9 @@ def _parser() -> argparse.ArgumentParser:
                 type=_persistences,
                 default=None,
                 metavar="NAMES",
-                help="comma-separated store backends (default: every installed one, "
-                f"now {','.join(store_backend_names())})",
+                help="comma-separated store backends (default: every installed embedded "
+                f"one, now {','.join(default_store_backend_names())}; a server store only "
+                "when named)",
             )
             # The option's old name: one setting has one name now (snapshot.yml's key too).
             cmd.add_argument(
@@ -196,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
         add(name, help_text)
     add_new_parser(sub)
     add_show_parser(sub)
+    add_export_parser(sub)
     return parser
 
 
@@ -299,7 +302,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         }
     if command == "replay":
         chosen = _chosen_persistences(args)
-        if chosen:  # else the settings' default: every installed backend
+        if chosen:  # else the settings' default: every installed embedded backend
             fields["persistences"] = tuple(chosen)
     elif command == "refresh":
         fields["mode"] = "refresh"
@@ -321,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_new(cast(str, args.name), cast(Path, args.dir))
     if command == "show":
         return run_show(cast(list[Path], args.paths), cast(Path | None, args.html))
+    if command == "export":
+        return run_export(cast(Path, args.path), cast(Path, args.out))
     settings = _settings(args)
     if settings.mode == "record-scripted":
         mark_scripted(list(settings.paths))  # record --scripted makes a folder ours

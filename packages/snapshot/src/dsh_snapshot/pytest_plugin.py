@@ -39,7 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--dsh-persistence",
         default=None,
-        help="comma-separated store backends per scenario (default: every installed one)",
+        help="comma-separated store backends per scenario (default: every installed "
+        "embedded one; a server store only when named)",
     )
     # The option's old name: one setting has one name now (snapshot.yml's key too).
     group.addoption("--dsh-composition", default=None, help=argparse.SUPPRESS)
@@ -154,11 +155,13 @@ class ScenarioFolder(pytest.Directory):
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         from dsh_core.plugins import (  # noqa: PLC0415 - keep the plugin inert and cheap
             DEFAULT_STORE_BACKEND,
+            default_store_backend_names,
             store_backend_names,
         )
 
         known = store_backend_names()
-        chosen = _chosen_persistences(self.config) or known
+        # a server store (postgres) runs only when asked for: the default needs no server
+        chosen = _chosen_persistences(self.config) or default_store_backend_names()
         if mode != "replay":
             chosen = [DEFAULT_STORE_BACKEND]  # outputs are written once, from one run
         for persistence in scenario.persistences(chosen):

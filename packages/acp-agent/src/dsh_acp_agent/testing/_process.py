@@ -17,7 +17,12 @@ from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, SessionLog, read_log_text
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, model_env_prefixes, store_backend
+from dsh_core.plugins import (
+    DEFAULT_STORE_BACKEND,
+    model_env_prefixes,
+    store_backend,
+    store_env_prefixes,
+)
 
 __all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
 
@@ -42,13 +47,19 @@ def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This environment minus every ``DSH_*`` variable and every installed model provider's
     (``DEEPSEEK_*``…), plus ``overrides``.
 
-    ``DSH_ALLOW_MODEL_REQUESTS`` is kept: a test run's "no live calls" reaches its agents.
+    Kept: ``DSH_ALLOW_MODEL_REQUESTS`` (a test run's "no live calls" reaches its agents) and
+    the variables of every installed store backend's ``env_prefixes`` (``DSH_POSTGRES_*``,
+    ``PG*``): the agent must reach the store its caller configured, as a server store's
+    address is no part of a scenario.
     """
     dropped = ("DSH_", *model_env_prefixes())
+    kept = store_env_prefixes()
     env = {
         key: value
         for key, value in os.environ.items()
-        if key == ALLOW_MODEL_REQUESTS_ENV or not key.startswith(dropped)
+        if key == ALLOW_MODEL_REQUESTS_ENV
+        or (kept and key.startswith(kept))
+        or not key.startswith(dropped)
     }
     env.update(overrides)
     return env
@@ -106,6 +117,10 @@ class AgentProcess:
         self._methods: dict[int, str] = {}
         self._next_id = 0
         self._cursor = 0  # frames[:_cursor] have been waited past
+        # The first response to each id among frames[:_cursor]: response() looks an earlier
+        # answer up here instead of rescanning every frame read so far (quadratic over a
+        # long scenario).
+        self._passed_responses: dict[int | str, JsonObject] = {}
         self._eof = False
         self._arrived = threading.Condition()
         self._write_lock = threading.Lock()
@@ -189,9 +204,9 @@ class AgentProcess:
         Raises:
             AgentProcessError: no answer in time, or stdout closed first.
         """
-        for frame in self.frames[: self._cursor]:
-            if _answers(frame, request_id):
-                return frame
+        earlier = self._passed_responses.get(request_id)
+        if earlier is not None:
+            return earlier
         method = self._methods.get(request_id, "request")
         while True:
             frame = self._next_frame(f"the response to {method} (id {request_id})")
@@ -226,7 +241,11 @@ class AgentProcess:
             closed = self._cursor == len(self.frames)
             if not closed:
                 self._cursor += 1
-                return self.frames[self._cursor - 1]
+                frame = self.frames[self._cursor - 1]
+                frame_id = frame.get("id")
+                if isinstance(frame_id, int | str) and "method" not in frame:
+                    self._passed_responses.setdefault(frame_id, frame)
+                return frame
         # stdout ended first; stderr and the exit code follow a moment later on a loaded
         # machine, and the error is only useful with them, so give both a short grace.
         self._readers[1].join(timeout=min(self.timeout, 5.0))

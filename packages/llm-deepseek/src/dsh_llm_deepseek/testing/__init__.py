@@ -1,31 +1,34 @@
-"""Test doubles for code that talks to a DeepSeek / OpenAI-compatible model API.
+"""Deprecated alias of :mod:`dsh_scripted_server` (removal in 0.3.0), whose server plays
+DeepSeek's profile unless told otherwise, as this module's did.
 
-``ScriptedModelServer`` is a real HTTP server on 127.0.0.1 that answers
-``POST /chat/completions`` with scripted server-sent events, per session (routed by the
-``X-DSH-Session-Id`` header, or by content through a ``ScriptLibrary`` of scenario folders),
-with scripted faults (``Fault``) and pauses (``Pause``), and serves ``GET /models``. Scripts
-use the entry vocabulary of ``dsh_core``'s script player (``ChunksEntry``, ``ThrowEntry``,
-``HangEntry``), which binds sessions to scripts here as in every other dsh player. A
-``DeepSeekClient`` pointed at it (with ``send_session_id``, unless a library routes) yields
-exactly the scripted chunks. Its strict mode behaves as the live API does today. ``main`` is
-the console script ``dsh-scripted-model-server``. This module does not import pytest.
+Import from ``dsh_scripted_server`` and pass ``profile="deepseek"`` (or
+``profile=DeepSeekSettings``) instead.
 """
 
-from dsh_llm_deepseek.testing._cli import main
-from dsh_llm_deepseek.testing._encode import ChunkEncoder
-from dsh_llm_deepseek.testing._library import ScriptLibrary
-from dsh_llm_deepseek.testing._script import (
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dsh_llm_deepseek._settings import DeepSeekSettings
+from dsh_scripted_server import (
+    ChunkEncoder,
     Fault,
     Pause,
+    Profile,
+    RecordedRequest,
     Response,
+    Router,
     ScriptDocument,
     ScriptError,
     ScriptItem,
+    ScriptLibrary,
     load_script_file,
+    main,
     parse_script_document,
     validate_script,
 )
-from dsh_llm_deepseek.testing._server import RecordedRequest, Router, ScriptedModelServer
+from dsh_scripted_server import ScriptedModelServer as _ScriptedModelServer
 
 __all__ = [
     "ChunkEncoder",
@@ -44,3 +47,16 @@ __all__ = [
     "parse_script_document",
     "validate_script",
 ]
+
+
+class ScriptedModelServer(_ScriptedModelServer):
+    """``dsh_scripted_server.ScriptedModelServer`` playing DeepSeek's profile by default."""
+
+    def __init__(
+        self,
+        sessions: Sequence[Sequence[ScriptItem]] = (),
+        *,
+        profile: Profile = DeepSeekSettings,
+        **options: Any,
+    ) -> None:
+        super().__init__(sessions, profile=profile, **options)

@@ -32,7 +32,7 @@ def _meta() -> type[BaseModel]:
 
 
 def _script() -> type[BaseModel]:
-    from dsh_llm_deepseek.testing import ScriptDocument  # noqa: PLC0415 - heavy, rarely needed
+    from dsh_scripted_server import ScriptDocument  # noqa: PLC0415 - heavy, rarely needed
 
     return ScriptDocument
 

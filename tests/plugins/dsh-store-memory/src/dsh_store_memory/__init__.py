@@ -9,6 +9,7 @@ export them, and a later open over the root starts from them.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,6 +116,8 @@ class MemoryStoreBackend:
 
     name = "memory"
     settings_model = None
+    embedded = True  # its data lives under the sessions root
+    env_prefixes: tuple[str, ...] = ()
 
     def open(self, root: Path) -> MemoryStore:
         return MemoryStore(root)
@@ -128,6 +131,10 @@ class MemoryStoreBackend:
         if text is None:
             raise SessionNotFoundError(f"no session {session_id} in the memory store of {root}")
         return text
+
+    def discard(self, root: Path) -> None:
+        """Remove a finished run's sessions folder, the dump with it (none: nothing to do)."""
+        shutil.rmtree(root, ignore_errors=True)
 
 
 STORE_BACKEND = MemoryStoreBackend()

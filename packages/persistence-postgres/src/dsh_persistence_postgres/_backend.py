@@ -1,0 +1,47 @@
+"""The ``postgres`` entry of the ``dsh.stores`` plugin group (see ``dsh_core.plugins``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dsh_core import SessionHeader
+from dsh_persistence_postgres._settings import ENV_PREFIXES, PostgresSettings
+from dsh_persistence_postgres._store import PostgresSessionStore
+
+__all__ = ["STORE_BACKEND", "PostgresStoreBackend"]
+
+
+class PostgresStoreBackend:
+    """Opens, lists, exports and discards the namespace of a sessions root in PostgreSQL.
+
+    Where the server is comes from :class:`PostgresSettings` (``DSH_POSTGRES_DSN`` or the
+    standard ``PG*`` variables), never from the root: the root only names the namespace.
+    """
+
+    name = "postgres"
+    settings_model = PostgresSettings
+    embedded = False  # a server store: runs only when asked for (--persistence postgres)
+    env_prefixes = ENV_PREFIXES
+
+    def open(self, root: Path) -> PostgresSessionStore:
+        """A store over ``root``'s namespace (the tables are made when the schema is empty)."""
+        return PostgresSessionStore(root)
+
+    def list_sessions(self, root: Path) -> list[SessionHeader]:
+        """Every session's header in ``root``'s namespace (none when it has none)."""
+        with PostgresSessionStore(root) as store:
+            return store.list_sessions()
+
+    def export_log(self, root: Path, session_id: str) -> str:
+        """The session's rows as DSH JSONL text, exactly as written (an open turn stays open)."""
+        with PostgresSessionStore(root) as store:
+            return store.export_jsonl(session_id)
+
+    def discard(self, root: Path) -> None:
+        """Delete the namespace of a finished run's root, every session in it with it."""
+        with PostgresSessionStore(root) as store:
+            store.discard()
+
+
+STORE_BACKEND = PostgresStoreBackend()
+"""What the ``dsh.stores`` entry point ``postgres`` names."""

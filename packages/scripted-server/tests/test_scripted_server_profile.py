@@ -1,0 +1,118 @@
+"""The profile a scripted server plays: its models, its strict rules, its client variables."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any, ClassVar
+
+import pytest
+from pydantic_settings import SettingsConfigDict
+
+from dsh_core.plugins import UnknownPluginError
+from dsh_llm_openai import ChatSettings
+from dsh_scripted_server import ScriptedModelServer, client_env, resolve_profile
+
+
+class _Acme(ChatSettings):
+    """A made-up vendor: its own prefix and models, and one rule of its own."""
+
+    model_config = SettingsConfigDict(env_prefix="ACME_", extra="ignore")
+    provider: ClassVar[str] = "acme"
+    served_models: ClassVar[tuple[str, ...]] = ("acme-1", "acme-2")
+
+    @classmethod
+    def wire_problem(cls, body: dict[str, Any]) -> str | None:
+        return None if body.get("temperature") is None else "acme takes no temperature"
+
+
+def _post(base_url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        base_url + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer k"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, {}
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _models(base_url: str) -> dict[str, Any]:
+    request = urllib.request.Request(base_url + "/models", headers={"Authorization": "Bearer k"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_the_generic_profile_serves_its_default_model() -> None:
+    with ScriptedModelServer() as server:
+        listed = _models(server.base_url)
+    assert server.profile is ChatSettings
+    assert [m["id"] for m in listed["data"]] == [ChatSettings().model]
+    assert {m["owned_by"] for m in listed["data"]} == {"openai"}
+
+
+def test_a_profile_brings_its_models_and_its_rules() -> None:
+    with ScriptedModelServer(profile=_Acme, strict=True, api_key="k") as server:
+        assert [m["id"] for m in _models(server.base_url)["data"]] == ["acme-1", "acme-2"]
+        user = [{"role": "user", "content": "hi"}]
+        status, error = _post(
+            server.base_url, {"model": "acme-1", "messages": user, "temperature": 1}
+        )
+        assert (status, error["error"]["message"]) == (400, "acme takes no temperature")
+        status, error = _post(server.base_url, {"model": "gpt-4o-mini", "messages": user})
+        assert status == 400
+        assert "The supported API model names are acme-1 or acme-2" in error["error"]["message"]
+    # Refused requests consume no script response and are recorded.
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert [r.status for r in chats] == [400, 400]
+
+
+def test_models_given_win_over_the_profiles() -> None:
+    assert ScriptedModelServer(profile=_Acme, models=["x"]).models == ("x",)
+
+
+def test_a_profile_by_provider_name() -> None:
+    assert resolve_profile("openai") is ChatSettings
+    with pytest.raises(UnknownPluginError, match="no-such-provider"):
+        ScriptedModelServer(profile="no-such-provider")
+
+
+def test_a_provider_that_is_not_on_the_wire_is_refused() -> None:
+    # The replay provider has settings, but it does not speak chat completions.
+    with pytest.raises(ValueError, match="'replay' does not speak chat completions"):
+        resolve_profile("replay")
+
+
+def test_client_env_names_the_profiles_variables() -> None:
+    assert client_env(_Acme, "http://127.0.0.1:1", "k") == {
+        "ACME_BASE_URL": "http://127.0.0.1:1",
+        "ACME_API_KEY": "k",
+        "ACME_SEND_SESSION_ID": "true",
+    }
+    with ScriptedModelServer(api_key="the-key") as server:
+        env = server.client_env()
+    assert env["OPENAI_API_KEY"] == "the-key"
+    with ScriptedModelServer() as server:
+        assert server.client_env()["OPENAI_API_KEY"] == "scripted"
+        assert server.client_env("mine")["OPENAI_BASE_URL"] == server.base_url
+
+
+def test_the_cli_refuses_an_unknown_profile(tmp_path: Any) -> None:
+    script = tmp_path / "s.json"
+    script.write_text('{"sessions": []}')
+    code = "import sys; from dsh_scripted_server import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--script", str(script), "--profile", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "dsh-scripted-model-server: --profile:" in done.stderr
+    assert "nope" in done.stderr

@@ -1,0 +1,172 @@
+"""The key scan's detectors, each linear in the text it reads.
+
+`detect-secrets`' patterns are written for short source lines; on one long crafted line several
+backtrack from every start position (its OpenAI pattern ``sk-[…]*[…]{20}T3BlbkFJ`` over
+``-sk-sk-sk…``, its JWT pattern, its keyword patterns over ``passwordpassword…``), so a 375 KiB
+fixture took minutes. Here:
+
+- every regex detector's patterns run through RE2 (``google-re2``: a DFA, linear in the text
+  whatever the pattern); the few that RE2 cannot parse (GitLab's ``(?!\\w)`` look-aheads) are a
+  literal prefix plus a bounded repetition, linear in Python's engine too — the test pins
+  which ones, so an upgrade that adds an unbounded one is seen;
+- the keyword detector keeps its own patterns (they need back-references) but each is tried
+  only where it can start — the first denylisted word of each run of word characters — over
+  that run plus ``_REACH`` characters, so each character is read a bounded number of times.
+
+The values found are those `detect-secrets` finds on any line shorter than ``_REACH``: allow-list
+hashes stay valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from functools import cache
+from importlib import import_module
+from typing import Any, cast
+
+__all__ = ["Detector", "detectors", "python_fallbacks"]
+
+# How far past its keyword a keyword-assigned value may end: a password or token longer than
+# this is still found by the sk-/bearer/assignment patterns, which have no such reach.
+_REACH = 512
+
+Detector = tuple[str, Callable[[str], Iterator[str]]]
+
+# detect-secrets plugins used: every regex detector of version 1.5 except the entropy ones
+# (they flag every id and hash a fixture holds), the public-IP one (not a secret) and four
+# vendor-context ones the keyword detector covers at a quarter of the cost.
+_PLUGINS = (
+    "artifactory.ArtifactoryDetector",
+    "aws.AWSKeyDetector",
+    "azure_storage_key.AzureStorageKeyDetector",
+    "basic_auth.BasicAuthDetector",
+    "discord.DiscordBotTokenDetector",
+    "github_token.GitHubTokenDetector",
+    "gitlab_token.GitLabTokenDetector",
+    "jwt.JwtTokenDetector",
+    "keyword.KeywordDetector",
+    "mailchimp.MailchimpDetector",
+    "npm.NpmDetector",
+    "openai.OpenAIDetector",
+    "private_key.PrivateKeyDetector",
+    "pypi_token.PypiTokenDetector",
+    "sendgrid.SendGridDetector",
+    "slack.SlackDetector",
+    "square_oauth.SquareOAuthDetector",
+    "stripe.StripeDetector",
+    "telegram_token.TelegramBotTokenDetector",
+    "twilio.TwilioKeyDetector",
+)
+
+_fallbacks: list[str] = []
+
+
+def _linear(pattern: re.Pattern[str]) -> Any:
+    """``pattern`` compiled by RE2, or the Python pattern when RE2 cannot parse it."""
+    re2: Any = import_module("re2")  # google-re2 ships no type information
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not pattern.flags & re.IGNORECASE
+    try:
+        return re2.compile(pattern.pattern, options)
+    except re2.error:
+        _fallbacks.append(pattern.pattern)
+        return pattern
+
+
+def _always(_value: str) -> bool:
+    return True
+
+
+def _regex_detector(plugin: Any) -> Callable[[str], Iterator[str]]:
+    compiled = [_linear(p) for p in cast(list[re.Pattern[str]], plugin.denylist)]
+    valid = cast(Callable[[str], bool], getattr(plugin, "is_formally_valid", _always))
+
+    def find(text: str) -> Iterator[str]:
+        # RegexBasedDetector.analyze_string: findall, a tuple's non-empty groups each a value.
+        for regex in compiled:
+            for match in cast(list[str | tuple[str, ...]], regex.findall(text)):
+                values = match if isinstance(match, tuple) else (match,)
+                yield from (v for v in values if v and valid(v))
+
+    return find
+
+
+_COMPARED = re.compile(r"""(['"`])\s*[!=]{2,3}\s*$""")
+_OPENING = {q: re.compile(re.escape(q) + r"(?=\w)") for q in "'\"`"}
+
+
+def _preceded_start(text: str, run: int) -> int | None:
+    """Where ``'"value" == password'`` can start when the keyword's word run begins at ``run``.
+
+    That pattern ends ``(quote)(value)(same quote) [!=]{2,3} password``; the closing quote is
+    fixed by the comparison before the run, the value holds no quote or vertical tab, so the
+    one opening quote a leftmost search would take is found without trying every position.
+    """
+    compared = _COMPARED.search(text, max(0, run - _REACH), run)
+    if compared is None:
+        return None
+    close = compared.start()
+    lo = max(0, close - _REACH)
+    stop = max(text.rfind("'", lo, close), text.rfind('"', lo, close), text.rfind("\v", lo, close))
+    quote = text[close]
+    if quote != "`":
+        return stop if stop >= 0 and text[stop] == quote else None
+    opening = _OPENING[quote].search(text, max(lo, stop + 1), close)
+    return None if opening is None else opening.start()
+
+
+def _keyword_detector() -> Callable[[str], Iterator[str]]:
+    keyword = import_module("detect_secrets.plugins.keyword")
+    table = cast(dict[re.Pattern[str], int], keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP)
+    word = re.compile(r"(?i)(?:" + "|".join(cast(tuple[str, ...], keyword.DENYLIST)) + ")")
+    run_end = re.compile(r"\w*")
+    preceded = keyword.PRECEDED_BY_EQUAL_COMPARISON_SIGNS_QUOTES_REQUIRED_REGEX
+
+    def runs(text: str) -> Iterator[tuple[int, int, int]]:
+        """``(start, first keyword, end)`` of each word run holding a keyword, once per run."""
+        pos = 0
+        while (hit := word.search(text, pos)) is not None:
+            end = cast(re.Match[str], run_end.match(text, hit.end())).end()
+            start = hit.start()
+            while start > pos and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                start -= 1
+            yield start, hit.start(), end
+            pos = end
+
+    def find(text: str) -> Iterator[str]:
+        # KeywordDetector.analyze_string with no file type: the first match of each pattern.
+        for regex, group in table.items():
+            for start, first, end in runs(text):
+                if regex is preceded:
+                    at = _preceded_start(text, start)
+                    match = None if at is None else regex.match(text, at, end)
+                else:
+                    match = regex.match(text, first, min(len(text), end + _REACH))
+                if match is not None:
+                    yield match.group(group)
+                    break
+
+    return find
+
+
+@cache
+def detectors() -> tuple[Detector, ...]:
+    """``(kind, find)`` per detect-secrets plugin, built once; ``find`` yields flagged values."""
+    out: list[Detector] = []
+    for dotted in _PLUGINS:
+        module, name = dotted.rsplit(".", 1)
+        plugin = getattr(import_module(f"detect_secrets.plugins.{module}"), name)()
+        kind = f"{plugin.secret_type} (detect-secrets)"
+        if name == "KeywordDetector":
+            out.append((kind, _keyword_detector()))
+        else:
+            out.append((kind, _regex_detector(plugin)))
+    return tuple(out)
+
+
+def python_fallbacks() -> tuple[str, ...]:
+    """The detect-secrets patterns RE2 could not take (kept in Python's engine)."""
+    detectors()
+    return tuple(_fallbacks)
