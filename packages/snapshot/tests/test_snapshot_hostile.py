@@ -388,9 +388,9 @@ def test_record_with_a_hostile_model(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """``dsh-snapshot record`` (live mode, a fake key) against the scripted model server, whose
-    model runs ``env``, tries to read an outside key through a symlink it makes (the sandbox
-    hides it), writes outside the workspace and into ``$HOME``, and then says the key it was
-    called with: the recording is dirty and nothing is published."""
+    model runs ``env``, tries to read an outside key through a symlink it makes, and writes
+    outside the workspace and into ``$HOME``: the sandbox hides the key (the host's /tmp) and
+    refuses the writes, so the recording holds the failures, no key, and is published."""
     from dsh_core.plugins import DEFAULT_MODEL_PROVIDER  # noqa: PLC0415
     from dsh_scripted_server import ScriptedModelServer  # noqa: PLC0415 - this test only
 
@@ -406,7 +406,7 @@ def test_record_with_a_hostile_model(
         tool_call("env", "call_1"),
         tool_call(f"ln -s {box.sentinel / 'secret.txt'} peek && cat peek", "call_2"),
         tool_call(f'echo pwned > {box.sentinel / "victim.txt"}; touch "$HOME/pwned"', "call_3"),
-        said(f"done, and the key is {box.key}"),
+        said("done"),
     ]
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
@@ -434,10 +434,8 @@ def test_record_with_a_hostile_model(
         if state != before.get(rel) and state.startswith("file:"):
             assert box.leaks((box.root / rel).read_bytes()) == [], rel
     assert list(box.tmpdir.iterdir()) == []
-    scenario = {k: v for k, v in before.items() if k.startswith("scenarios/")}
-    assert {k: v for k, v in after.items() if k.startswith("scenarios/")} == scenario
-    assert code == 1
-    text = _outputs(out)
-    assert "the new fixtures were NOT written" in text
-    assert f"{folder / 'session.jsonl'}:" in text
-    assert "value masked" in text
+    assert code == 0, _outputs(out)
+    recorded = (folder / "session.jsonl").read_text(encoding="utf-8")
+    assert "cat: peek: No such file or directory" in recorded
+    assert "victim.txt: No such file or directory" in recorded  # the write beside the key
+    assert not (folder / "session.1.jsonl").exists()  # the stale child log went with it
