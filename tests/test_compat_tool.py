@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from dsh_core.plugins import store_backend_names
-from dsh_core.testing import upstream_corpus
+from dsh_core.plugins import default_store_backend_names
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_snapshot import ScenarioResult, SnapshotSettings, run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def corpus(tmp_path: Path) -> Path:
     corpus folder (read from ../shared, never copied into the repository)."""
     found = upstream_corpus(__file__)
     if found is None or not (found / "june").is_dir():
-        pytest.skip("no upstream corpus (../shared/upstream-corpus or DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus (../shared/upstream-corpus or DSH_UPSTREAM_CORPUS)")
     for era, name in (("june", "text-turn"), ("june", "handshake")):
         shutil.copytree(found / era / name, tmp_path / era / name)
     head = sorted(p for p in (found / "head").iterdir() if (p / "session.jsonl").is_file())
@@ -66,7 +66,7 @@ def test_compat_replays_through_the_engine_and_prints_its_table(
     assert status == 0, out
     june, head = calls[0], calls[-1]
     assert june[1] == ["june/handshake", "june/text-turn"]
-    assert sorted(june[0].persistences) == sorted(store_backend_names())  # every installed one
+    assert sorted(june[0].persistences) == sorted(default_store_backend_names())  # the default set
     assert june[0].allowances is not None
     assert june[0].allowances.any
     assert (june[0].jobs, june[0].mode) == (2, "replay")
@@ -77,7 +77,14 @@ def test_compat_replays_through_the_engine_and_prints_its_table(
 
 
 def test_compat_without_a_corpus_skips_saying_so(
-    compat: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    compat: ModuleType,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("CI", raising=False)
     assert compat.main(["--corpus", str(tmp_path / "none")]) == 0
     assert "compat: skipped: no upstream corpus" in capsys.readouterr().out
+    monkeypatch.setenv("CI", "true")  # CI has the corpus: a missing one fails the run
+    assert compat.main(["--corpus", str(tmp_path / "none")]) == 1
+    assert "compat: failed: no upstream corpus" in capsys.readouterr().out

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dsh_core import DshError
+from dsh_core.testing import upstream_corpus
 from dsh_llm_replay import (
     HangEntry,
     ReplayEntry,
@@ -46,11 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def corpus_dir(given: str | None) -> Path:
-    """``--corpus``, else ``DSH_UPSTREAM_CORPUS``, else ``../shared/upstream-corpus``."""
+    """``--corpus``, else ``DSH_UPSTREAM_CORPUS``, else ``../shared/upstream-corpus``, else the
+    cache ``tools/fetch_upstream_corpus.py`` fills (``dsh_core.testing.upstream_corpus``)."""
     if given:
         return Path(given)
-    env = os.environ.get("DSH_UPSTREAM_CORPUS")
-    return Path(env) if env else ROOT.parent / "shared" / "upstream-corpus"
+    return upstream_corpus(ROOT / "tools") or ROOT.parent / "shared" / "upstream-corpus"
 
 
 @dataclass
@@ -177,7 +178,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     corpus = corpus_dir(args.corpus)
     console = Console(width=160)
     if not (corpus / "june").is_dir():
-        console.print(f"compat: skipped: no upstream corpus at {corpus}")
+        if os.environ.get("CI", "").lower() == "true":  # CI has the corpus: missing is broken
+            console.print(f"compat: failed: no upstream corpus at {corpus} (CI=true)")
+            return 1
+        console.print(
+            f"compat: skipped: no upstream corpus at {corpus} "
+            f"(run tools/fetch_upstream_corpus.py, or set DSH_UPSTREAM_CORPUS)"
+        )
         return 0
     rows = june_rows(corpus / "june", args.jobs)
     if (corpus / "head").is_dir():

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, agent_environment
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_scripted_server import ScriptedModelServer
 
 
 @pytest.fixture
 def june_corpus() -> Path:
     """``$DSH_UPSTREAM_CORPUS/june`` (default ``../shared/upstream-corpus`` beside the checkout)."""
-    default = Path(__file__).resolve().parents[3].parent / "shared/upstream-corpus"
-    root = Path(os.environ.get("DSH_UPSTREAM_CORPUS", default)) / "june"
+    root = (upstream_corpus(__file__) or Path("upstream-corpus (not found)")) / "june"
     if not root.is_dir():
-        pytest.skip(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
     return root
 
 

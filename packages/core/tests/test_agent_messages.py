@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from dsh_core import Event, SessionLog, messages_from_events, read_log_text
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 
 _CORPUS = upstream_corpus(__file__)
 
 
 def _log(era: str, scenario: str) -> SessionLog:
     if _CORPUS is None:
-        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / era / scenario / "session.jsonl"
     if not path.is_file():
-        pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
     return read_log_text(path.read_text(encoding="utf-8"), str(path))
 
 

@@ -15,7 +15,7 @@ from dsh_core import (
     dumps_json,
     read_log_text,
 )
-from dsh_core.testing import synthetic_turn, upstream_corpus
+from dsh_core.testing import corpus_unavailable, synthetic_turn, upstream_corpus
 
 _CORPUS = upstream_corpus(__file__)
 
@@ -88,7 +88,7 @@ def test_dumps_event_lines_is_every_line_newline_terminated_in_utf8() -> None:
 @pytest.mark.corpus
 def test_every_upstream_corpus_event_encodes_as_the_generic_encoder_does() -> None:
     if _CORPUS is None:
-        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     logs = sorted(_CORPUS.glob("*/*/session.jsonl"))
     assert logs, f"no session logs under {_CORPUS}"
     checked = 0

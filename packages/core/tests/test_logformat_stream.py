@@ -5,16 +5,20 @@ and every damaged log of the catalogue, with keys and short values shared betwee
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
 
 from dsh_core import LogFormatError, SessionHeader, SessionLog, read_log_bytes, render_log
 from dsh_core._logformat import read_log_stream
-from dsh_core.testing import DAMAGED_LOGS, DamagedLog, synthetic_turn
+from dsh_core.testing import (
+    DAMAGED_LOGS,
+    DamagedLog,
+    corpus_unavailable,
+    synthetic_turn,
+    upstream_corpus,
+)
 
-_DEFAULT = Path(__file__).resolve().parents[3].parent / "shared" / "upstream-corpus"
 HEADER = b'{"type":"session","version":0,"id":"s","createdAt":1}\n'
 
 
@@ -30,9 +34,9 @@ def _synthetic() -> bytes:
 
 @pytest.mark.corpus
 def test_stream_reader_equals_the_bytes_reader_on_the_corpus() -> None:
-    root = Path(os.environ.get("DSH_UPSTREAM_CORPUS", _DEFAULT))
+    root = upstream_corpus(__file__) or Path("upstream-corpus (not found)")
     if not root.is_dir():
-        pytest.skip(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
     paths = sorted(root.rglob("session*.jsonl"))
     assert len(paths) > 50
     for path in paths:

@@ -4,17 +4,16 @@ on the same corpus in dsh-persistence-jsonl's tests.)"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dsh_core import SessionLog, dumps_event, read_log_bytes, read_log_text
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 
 pytestmark = pytest.mark.corpus
 
-_DEFAULT = Path(__file__).resolve().parents[3].parent / "shared" / "upstream-corpus"
 FORK_CHILDREN = [
     "june/subagent-fork/session.1.jsonl",
     "head/subagent-fork-in-process/session.1.jsonl",
@@ -25,9 +24,9 @@ Record = Callable[[str, object], None]
 
 @pytest.fixture(scope="module")
 def corpus() -> Path:
-    root = Path(os.environ.get("DSH_UPSTREAM_CORPUS", _DEFAULT))
+    root = upstream_corpus(__file__) or Path("upstream-corpus (not found)")
     if not root.is_dir():
-        pytest.skip(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
     return root
 
 
@@ -35,7 +34,7 @@ def corpus() -> Path:
 def corpus_files(corpus: Path) -> list[Path]:
     files = sorted(corpus.rglob("session*.jsonl"))
     if not files:
-        pytest.skip(f"no session*.jsonl under {corpus}")
+        corpus_unavailable(f"no session*.jsonl under {corpus}")
     return files
 
 
@@ -70,7 +69,7 @@ def test_every_recording_reads_through_the_log_reader(
 def test_fork_child_seed_ends_on_the_parents_turn_end(corpus: Path, child: str) -> None:
     path = corpus / child
     if not path.is_file():
-        pytest.skip(f"{path} is absent")
+        corpus_unavailable(f"{path} is absent")
     log = _read(path)
     seed_length = log.header.seed_length
     assert seed_length is not None

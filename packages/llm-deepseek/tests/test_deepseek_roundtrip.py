@@ -7,7 +7,6 @@ server, must come back out of the real client exactly as it was recorded.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
@@ -15,6 +14,7 @@ from typing import Any, cast
 import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
 from dsh_llm_deepseek.testing import ScriptedModelServer
 
@@ -22,10 +22,7 @@ SettingsFactory = Callable[..., DeepSeekSettings]
 
 # The path setting of the compatibility corpus (DESIGN §9): DSH_UPSTREAM_CORPUS, defaulting to
 # ../shared/upstream-corpus next to the checkout.
-CORPUS = Path(
-    os.environ.get("DSH_UPSTREAM_CORPUS")
-    or Path(__file__).resolve().parents[3].parent / "shared" / "upstream-corpus"
-)
+CORPUS = upstream_corpus(__file__) or Path("upstream-corpus (not found)")
 JUNE = CORPUS / "june"
 
 
@@ -55,18 +52,14 @@ def _logs() -> list[Path]:
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "log",
-    _logs()
-    or [
-        pytest.param(
-            None,
-            marks=pytest.mark.skip(
-                reason=f"upstream corpus not found at {JUNE} (set DSH_UPSTREAM_CORPUS)"
-            ),
-        )
-    ],
+    _logs() or [None],
     ids=lambda p: "none" if p is None else f"{p.parent.name}/{p.name}",
 )
-async def test_june_chunk_lists_round_trip(log: Path, make_settings: SettingsFactory) -> None:
+async def test_june_chunk_lists_round_trip(
+    log: Path | None, make_settings: SettingsFactory
+) -> None:
+    if log is None:
+        corpus_unavailable(f"upstream corpus not found at {JUNE}")
     groups = _groups(log)
     if not groups:
         pytest.skip(f"{log} has no assistant/chunk events")

@@ -37,7 +37,11 @@ def _sessions(root: Path) -> list[str]:
 
 def test_a_body_that_is_not_json_is_a_400(tmp_path: Path, upstream_key: str) -> None:
     with ProxyServer.record(tmp_path, upstream="http://127.0.0.1:9", api_key_env=KEY_ENV) as p:
-        bad = httpx.post(p.base_url + "/chat/completions", content=b"{nope")
+        bad = httpx.post(
+            p.base_url + "/chat/completions",
+            content=b"{nope",
+            headers={"content-type": "application/json"},
+        )
         array = httpx.post(p.base_url + "/chat/completions", json=[1])
     assert bad.status_code == 400
     assert "not JSON" in bad.json()["error"]["message"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 
 
 @pytest.fixture
@@ -16,8 +17,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def corpus() -> Path:
     """``$DSH_UPSTREAM_CORPUS`` (default ``../shared/upstream-corpus`` beside the checkout)."""
-    default = Path(__file__).resolve().parents[3].parent / "shared" / "upstream-corpus"
-    root = Path(os.environ.get("DSH_UPSTREAM_CORPUS", default))
+    root = upstream_corpus(__file__) or Path("upstream-corpus (not found)")
     if not (root / "june").is_dir():
-        pytest.skip(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus {root} is absent (set DSH_UPSTREAM_CORPUS)")
     return root

@@ -26,7 +26,13 @@ from dsh_core import (
     ToolSpec,
     render_log,
 )
-from dsh_core.testing import InMemorySessionStore, ScriptedModel, text_chunks, upstream_corpus
+from dsh_core.testing import (
+    InMemorySessionStore,
+    ScriptedModel,
+    corpus_unavailable,
+    text_chunks,
+    upstream_corpus,
+)
 from dsh_llm_replay import (
     NotConsumedError,
     ReplayModelClient,
@@ -190,7 +196,7 @@ async def test_a_june_era_recording_is_not_checked_and_says_so(tmp_path: Path) -
 def test_upstream_head_logs_are_read_as_normalised_and_not_checked() -> None:
     corpus = upstream_corpus(__file__)
     if corpus is None:
-        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     logs = sorted((corpus / "head").glob("*/session*.jsonl"))
     statuses = {
         path.parent.name: recorded_headers(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import SessionLog, dumps_event, read_log_bytes
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_persistence_jsonl import JsonlSessionStore
 
 pytestmark = pytest.mark.corpus
@@ -23,7 +23,9 @@ def corpus_files() -> list[Path]:
     root = upstream_corpus(__file__)
     files = sorted(root.rglob("session*.jsonl")) if root is not None else []
     if not files:
-        pytest.skip(f"no upstream corpus recordings found at {root} (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(
+            f"no upstream corpus recordings found at {root} (set DSH_UPSTREAM_CORPUS)"
+        )
     return files
 
 

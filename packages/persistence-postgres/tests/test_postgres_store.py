@@ -3,7 +3,11 @@ damaged rows, following a session, and the registry entry — all on a real serv
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from dsh_core import (
     CreateOptions,
     Event,
     LogFormatError,
+    SessionBusyError,
     SessionMeta,
     SessionNotFoundError,
     StoreAccessError,
@@ -251,3 +256,48 @@ def test_the_registry_entry_is_a_server_store(tmp_path: Path, settings: Postgres
         assert event_lines(log.events) == event_lines(turn)
     assert backend.list_sessions(root) == []  # the run's namespace went with the run
     assert not root.exists()  # and nothing was ever written to the filesystem
+
+
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from dsh_core import CreateOptions
+from dsh_persistence_postgres import PostgresSessionStore
+store = PostgresSessionStore(Path(sys.argv[1]))  # DSH_POSTGRES_DSN from the environment
+session = store.create(CreateOptions("held"))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_writer_in_another_process_holds_the_lock_until_it_dies(
+    tmp_path: Path, settings: PostgresSettings
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        store = PostgresSessionStore(tmp_path, settings)
+        with pytest.raises(SessionBusyError, match="advisory lock"):
+            store.resume("held")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        # The server ends the dead writer's backend when its socket closes, and the lock with
+        # it; how soon is the server's business, so wait a bounded while (not a timing test).
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                session = store.resume("held")
+                break
+            except SessionBusyError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        session.close()
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import dumps_event
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_sessions import Target, convert, open_source, read_jsonl
 
 pytestmark = pytest.mark.corpus
@@ -19,7 +19,9 @@ def corpus_files() -> list[Path]:
     root = upstream_corpus(__file__)
     files = sorted(root.rglob("session*.jsonl")) if root is not None else []
     if not files:
-        pytest.skip(f"no upstream corpus recordings found at {root} (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(
+            f"no upstream corpus recordings found at {root} (set DSH_UPSTREAM_CORPUS)"
+        )
     return files
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_snapshot import Allowances, SnapshotSettings, WarmAgents, load_scenario, run_scenario
 
 pytestmark = pytest.mark.e2e
@@ -134,7 +134,7 @@ def test_cli_replay_prints_summary_and_fails_on_any_failure(
 def test_upstream_folder_replays_with_only_the_documented_allowances() -> None:
     corpus = upstream_corpus(__file__)
     if corpus is None or not (corpus / "june" / "subagent-spawn").is_dir():
-        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     scenario = load_scenario(corpus / "june" / "subagent-spawn")
     assert scenario.meta is None
     assert run_scenario(scenario).ok  # upstream folder: UPSTREAM_ALLOWANCES by default

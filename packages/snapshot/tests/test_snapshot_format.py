@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_scripted_server import load_script_file
 from dsh_snapshot import ScenarioError, load_scenario
 from dsh_snapshot._needs import STEP_FIELDS
@@ -109,8 +109,9 @@ def _upstream() -> list[Path]:
     return sorted(p.parent for p in CORPUS.glob("*/*/input.json"))
 
 
-@pytest.mark.skipif(CORPUS is None, reason="shared/upstream-corpus not found")
 def test_every_upstream_folder_matches_or_its_needs_are_reported() -> None:
+    if CORPUS is None:
+        corpus_unavailable("upstream corpus not found")
     folders = _upstream()
     assert len(folders) >= 40
     steps_schema = _validator("input.json")

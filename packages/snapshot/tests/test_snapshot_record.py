@@ -163,12 +163,14 @@ def _stopped_at_preflight(
 ) -> str:
     assert run.returncode == 1, run.stdout + run.stderr
     lines = [line for line in run.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, run.stdout
-    assert lines[0].startswith("dsh-snapshot record: stopped before any scenario, nothing written")
+    assert len(lines) == 2, run.stdout
+    # Before the first request (the preflight), where the key goes.
+    assert lines[0].startswith("dsh-snapshot record: DEEPSEEK_API_KEY is sent to 127.0.0.1:")
+    assert lines[1].startswith("dsh-snapshot record: stopped before any scenario, nothing written")
     assert _chat_calls(c.server) == []
     assert _snapshot_bytes(c.folder) == before
     assert c.key not in run.stdout + run.stderr
-    return lines[0]
+    return lines[1]
 
 
 def test_a_retired_model_stops_at_the_preflight_with_the_served_names(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core.testing import upstream_corpus
+from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_snapshot import ScenarioError, detect_loop_profile, discover, load_scenario
 from dsh_snapshot._provenance import with_provenance
 
@@ -114,7 +114,7 @@ def test_missing_path_and_non_scenario(tmp_path: Path) -> None:
 def test_upstream_folder_is_read_as_it_is() -> None:
     folder = CORPUS / "june" / "subagent-multi"
     if not folder.is_dir():
-        pytest.skip(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
     scenario = load_scenario(folder)
     assert scenario.meta is None
     assert scenario.name == "june/subagent-multi"
@@ -182,7 +182,7 @@ def test_an_upstream_folders_era_is_detected_from_its_logs(
 def test_the_corpus_eras_are_detected(era: str) -> None:
     root = CORPUS / era
     if not root.is_dir():
-        pytest.skip(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus not found at {CORPUS} (set DSH_UPSTREAM_CORPUS)")
     expected = "june" if era == "june" else "current"
     folders = [f for f in sorted(root.iterdir()) if (f / "session.jsonl").is_file()]
     # Logs only: head folders may hold harness ops the runner does not take yet.

@@ -22,6 +22,7 @@ from dsh_core import (
 from dsh_core.testing import (
     InMemorySessionStore,
     ScriptedModel,
+    corpus_unavailable,
     normalized_rows,
     upstream_corpus,
 )
@@ -39,10 +40,10 @@ def anyio_backend() -> str:
 
 def _fixture(scenario: str, name: str) -> SessionLog:
     if _CORPUS is None:
-        pytest.skip("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable("no upstream corpus found (set DSH_UPSTREAM_CORPUS)")
     path = _CORPUS / "june" / scenario / name
     if not path.is_file():
-        pytest.skip(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
+        corpus_unavailable(f"upstream corpus file {path} is absent (set DSH_UPSTREAM_CORPUS)")
     return read_log_text(path.read_text(encoding="utf-8"), str(path))
 
 

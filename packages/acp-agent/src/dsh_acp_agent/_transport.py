@@ -18,6 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+from dsh_core import loads_bounded
+
 __all__ = ["FrameTransport", "StdinFeed", "dumps_frame", "protect_stdout"]
 
 _log = logging.getLogger("dsh_acp_agent")
@@ -86,7 +88,8 @@ class FrameTransport:
             if not line.strip():
                 continue
             try:
-                decoded: Any = json.loads(line)
+                # Bounded: a 100,000-deep line is a parse error, not a crash of the agent.
+                decoded: Any = loads_bounded(line)
             except ValueError:
                 await self.send(
                     {

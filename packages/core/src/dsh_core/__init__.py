@@ -61,6 +61,7 @@ from dsh_core._events import (
     turn_start,
     user_message,
 )
+from dsh_core._jsondepth import MAX_JSON_DEPTH, JsonDepthError, json_depth, loads_bounded
 from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
@@ -255,6 +256,10 @@ __all__ = [
     # errors
     "DshError",
     "LogFormatError",
+    "JsonDepthError",
+    "MAX_JSON_DEPTH",
+    "json_depth",
+    "loads_bounded",
     "SeqError",
     "SessionBusyError",
     "SessionExistsError",

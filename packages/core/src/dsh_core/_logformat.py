@@ -17,6 +17,7 @@ from typing import Any, TypeGuard, cast
 from dsh_core._encode import dumps_event
 from dsh_core._errors import LogFormatError
 from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
+from dsh_core._jsondepth import MAX_JSON_DEPTH, json_depth
 
 __all__ = [
     "PACKED_ROW_TYPES",
@@ -248,7 +249,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _too_deep(text: str, source: str, number: int) -> None:
+    """A line nested deeper than ``MAX_JSON_DEPTH`` is an error naming it, never a crash of
+    whatever walks it later (two C counts per line; the depth walk only for bracket-heavy
+    lines)."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+        raise LogFormatError(source, number, None, f"JSON nested deeper than {MAX_JSON_DEPTH}")
+
+
 def _decode(line_text: str, source: str, number: int) -> Any:
+    _too_deep(line_text, source, number)
     try:
         return json.loads(line_text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -442,6 +452,7 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
             raise LogFormatError(
                 source, number, None, f"invalid UTF-8 at byte {offset + exc.start}"
             ) from None
+        _too_deep(text, source, number)
         # The common line is one JSON value then its newline: the scanner alone decodes it to
         # what json.loads would. Anything else takes read_log's own per-line steps.
         try:

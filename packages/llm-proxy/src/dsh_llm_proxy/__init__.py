@@ -5,19 +5,29 @@ own key, streams each answer back as it arrives and writes every call into DSH s
 inferring sessions, fork children and subagent children from the conversations alone.
 ``ProxyServer.replay`` answers from those logs keylessly with ``dsh_llm_replay``'s rules.
 ``dsh_llm_proxy.pytest_plugin`` is the ``llm_proxy`` fixture; ``main`` is the console script.
+
+The names below are imported on first use (PEP 562): reading a recording root or the default
+upstream must not load the server (starlette, httpx, uvicorn), and pytest loads this package
+for its plugin in every run.
 """
 
-from dsh_llm_proxy._app import DEFAULT_UPSTREAM, REPORT_PATH
-from dsh_llm_proxy._book import SessionBook, SessionConflictError
-from dsh_llm_proxy._cli import main
-from dsh_llm_proxy._root import (
-    StoreKind,
-    detect_store,
-    is_recording_root,
-    open_store,
-    recorded_logs,
-)
-from dsh_llm_proxy._server import ProxyServer, load_recording
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh_llm_proxy._book import SessionBook, SessionConflictError
+    from dsh_llm_proxy._cli import main
+    from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+    from dsh_llm_proxy._root import (
+        StoreKind,
+        detect_store,
+        is_recording_root,
+        open_store,
+        recorded_logs,
+    )
+    from dsh_llm_proxy._server import ProxyServer, load_recording
 
 __all__ = [
     # serving
@@ -36,3 +46,31 @@ __all__ = [
     "open_store",
     "recorded_logs",
 ]
+
+_HOMES = {
+    "DEFAULT_UPSTREAM": "_defaults",
+    "REPORT_PATH": "_defaults",
+    "ProxyServer": "_server",
+    "load_recording": "_server",
+    "main": "_cli",
+    "SessionBook": "_book",
+    "SessionConflictError": "_book",
+    "StoreKind": "_root",
+    "detect_store": "_root",
+    "is_recording_root": "_root",
+    "open_store": "_root",
+    "recorded_logs": "_root",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -24,6 +25,8 @@ from starlette.routing import Route
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
 from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
+from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+from dsh_llm_proxy._guard import LocalOnly
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
     ReplayCallError,
@@ -40,9 +43,6 @@ __all__ = [
     "build_app",
 ]
 
-DEFAULT_UPSTREAM = "https://api.deepseek.com"
-REPORT_PATH = "/_dsh/report"
-"""``GET`` it in replay mode for the consumption report (``ok``, ``problems``, bindings)."""
 
 _log = logging.getLogger("dsh_llm_proxy")
 _REDACTED = "[redacted]"
@@ -102,7 +102,10 @@ class RecordEngine:
     @property
     def http(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=10.0))
+            # Never follow a redirect: the key goes to the configured upstream and nowhere else.
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout, connect=10.0), follow_redirects=False
+            )
         return self._http
 
     async def aclose(self) -> None:
@@ -393,7 +396,7 @@ def build_app(engine: Engine, on_shutdown: Callable[[], None] | None = None) -> 
     routes += [Route(path, engine.models, methods=["GET"]) for path in ("/models", "/v1/models")]
     if isinstance(engine, ReplayEngine):
         routes.append(Route(REPORT_PATH, engine.report_endpoint, methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(LocalOnly)])
 
 
 def api_key_from_env(name: str) -> str:

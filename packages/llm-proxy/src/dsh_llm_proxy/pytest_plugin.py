@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_llm_proxy._app import DEFAULT_UPSTREAM
-from dsh_llm_proxy._server import ProxyServer
+# Every pytest run with this package installed loads the plugin: the server (starlette, httpx,
+# uvicorn) is imported only by a test that asks for the fixture.
+from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM
 
 __all__ = ["MODES", "llm_proxy", "llm_proxy_key_env", "llm_proxy_upstream", "recording_dir"]
 
@@ -76,6 +77,8 @@ def llm_proxy_key_env(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL of a proxy recording or replaying this test's model calls."""
+    from dsh_llm_proxy._server import ProxyServer  # noqa: PLC0415 - see the imports above
+
     mode = str(request.config.getoption("--llm-proxy-mode"))
     node = request.node
     assert isinstance(node, pytest.Item)

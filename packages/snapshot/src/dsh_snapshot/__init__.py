@@ -6,36 +6,45 @@ logs and stdout frames are normalised and compared with the committed fixtures (
 written back (``refresh``, ``record``). One engine does it (:func:`run` with a
 :class:`SnapshotSettings`); a pytest plugin turns each scenario into a test item and a CLI
 (``dsh-snapshot replay|refresh|record|list|proof PATH…``) runs them directly, both over it.
+
+The names below are imported on first use (PEP 562): pytest loads this package for its
+plugin in every run, and the plugin must stay cheap where ``--dsh-snapshots`` is not given.
 """
 
-from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
-from dsh_snapshot._agent import AgentError, AgentProcess
-from dsh_snapshot._batch import run_proof, summary_line
-from dsh_snapshot._compat import (
-    UPSTREAM_ALLOWANCES,
-    Allowances,
-    TurnSeen,
-    apply_allowances,
-    turn_messages,
-)
-from dsh_snapshot._confine import ConfinementError, copy_workspace
-from dsh_snapshot._diff import Difference, first_difference
-from dsh_snapshot._discover import discover
-from dsh_snapshot._engine import Selection, run, select
-from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
-from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
-from dsh_snapshot._runner import ScenarioResult, harvest, run_scenario, write_fixtures
-from dsh_snapshot._scenario import (
-    AllowEntry,
-    Scenario,
-    ScenarioError,
-    SnapshotMeta,
-    Step,
-    detect_loop_profile,
-    load_scenario,
-)
-from dsh_snapshot._settings import Check, Mode, SnapshotSettings
-from dsh_snapshot._warm import COLD_ENV, WarmAgents
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
+    from dsh_snapshot._agent import AgentError, AgentProcess
+    from dsh_snapshot._batch import run_proof, summary_line
+    from dsh_snapshot._compat import (
+        UPSTREAM_ALLOWANCES,
+        Allowances,
+        TurnSeen,
+        apply_allowances,
+        turn_messages,
+    )
+    from dsh_snapshot._confine import ConfinementError, copy_workspace
+    from dsh_snapshot._diff import Difference, first_difference
+    from dsh_snapshot._discover import discover
+    from dsh_snapshot._engine import Selection, run, select
+    from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
+    from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
+    from dsh_snapshot._runner import ScenarioResult, harvest, run_scenario, write_fixtures
+    from dsh_snapshot._scenario import (
+        AllowEntry,
+        Scenario,
+        ScenarioError,
+        SnapshotMeta,
+        Step,
+        detect_loop_profile,
+        load_scenario,
+    )
+    from dsh_snapshot._settings import Check, Mode, SnapshotSettings
+    from dsh_snapshot._warm import COLD_ENV, WarmAgents
 
 __all__ = [
     # scenarios
@@ -90,3 +99,64 @@ __all__ = [
     "scan_text",
     "write_fixtures",
 ]
+
+_HOMES = {
+    "CWD": "dsh_core",
+    "SESSION_ID": "dsh_core",
+    "Normalizer": "dsh_core",
+    "normalize_frames": "dsh_core",
+    "normalize_log_text": "dsh_core",
+    "AgentError": "dsh_snapshot._agent",
+    "AgentProcess": "dsh_snapshot._agent",
+    "run_proof": "dsh_snapshot._batch",
+    "summary_line": "dsh_snapshot._batch",
+    "UPSTREAM_ALLOWANCES": "dsh_snapshot._compat",
+    "Allowances": "dsh_snapshot._compat",
+    "TurnSeen": "dsh_snapshot._compat",
+    "apply_allowances": "dsh_snapshot._compat",
+    "turn_messages": "dsh_snapshot._compat",
+    "ConfinementError": "dsh_snapshot._confine",
+    "copy_workspace": "dsh_snapshot._confine",
+    "Difference": "dsh_snapshot._diff",
+    "first_difference": "dsh_snapshot._diff",
+    "discover": "dsh_snapshot._discover",
+    "Selection": "dsh_snapshot._engine",
+    "run": "dsh_snapshot._engine",
+    "select": "dsh_snapshot._engine",
+    "KeyFinding": "dsh_snapshot._keyscan",
+    "redact": "dsh_snapshot._keyscan",
+    "scan_file": "dsh_snapshot._keyscan",
+    "scan_folder": "dsh_snapshot._keyscan",
+    "scan_text": "dsh_snapshot._keyscan",
+    "DirtyRecordingError": "dsh_snapshot._publish",
+    "publish_fixtures": "dsh_snapshot._publish",
+    "ScenarioResult": "dsh_snapshot._runner",
+    "harvest": "dsh_snapshot._runner",
+    "run_scenario": "dsh_snapshot._runner",
+    "write_fixtures": "dsh_snapshot._runner",
+    "AllowEntry": "dsh_snapshot._scenario",
+    "Scenario": "dsh_snapshot._scenario",
+    "ScenarioError": "dsh_snapshot._scenario",
+    "SnapshotMeta": "dsh_snapshot._scenario",
+    "Step": "dsh_snapshot._scenario",
+    "detect_loop_profile": "dsh_snapshot._scenario",
+    "load_scenario": "dsh_snapshot._scenario",
+    "Check": "dsh_snapshot._settings",
+    "Mode": "dsh_snapshot._settings",
+    "SnapshotSettings": "dsh_snapshot._settings",
+    "COLD_ENV": "dsh_snapshot._warm",
+    "WarmAgents": "dsh_snapshot._warm",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

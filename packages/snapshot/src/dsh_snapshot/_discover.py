@@ -6,6 +6,7 @@ others still run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +17,22 @@ __all__ = ["BrokenScenario", "discover", "discover_each", "scenario_folders", "s
 
 
 def scenario_folders(folder: Path) -> Iterator[Path]:
-    """Every folder holding ``input.json`` at or below ``folder`` (never inside one)."""
-    if (folder / INPUT_FILE).is_file():
+    """Every folder holding ``input.json`` at or below ``folder`` (never inside one).
+
+    A symlinked directory below ``folder`` is never entered: a checkout's ``snapshots/x ->
+    ~/`` must not make ``refresh`` write there, and a link to a parent must not loop. (The
+    folder the user names is taken as given.)
+    """
+    if os.path.lexists(folder / INPUT_FILE):
         yield folder
         return  # a scenario's workspace/ may hold anything; never look inside
-    for entry in sorted(folder.iterdir()):
-        if entry.is_dir() and not entry.name.startswith("."):
-            yield from scenario_folders(entry)
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+            yield from scenario_folders(Path(entry.path))
 
 
 def discover(paths: Iterable[Path]) -> list[Scenario]:

@@ -14,13 +14,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import re
 import shutil
+import stat
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import DshError, atomic_write, dumps_line
+from dsh_core import DshError, dumps_line, loads_bounded
+from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._keyscan import scan_text
 from dsh_snapshot._scenario import INPUT_FILE, META_FILE, OVERRIDE_FILE, PENDING_DIR, Scenario
 
@@ -33,11 +39,14 @@ __all__ = [
     "fixture_files",
     "keep_pending",
     "load_pending",
+    "pending_tracked",
     "stale_inputs",
 ]
 
 MANIFEST = "pending.json"
 _FORMAT = 1
+_MAX_MANIFEST = 1024 * 1024
+_FIXTURE_NAME = re.compile(r"(?:session(?:\.\d+)?|stdout[a-z.]*)\.jsonl")
 _IN_SCENARIO = "{scenario}/"
 
 
@@ -129,14 +138,23 @@ def _root(scenario: Scenario) -> Path:
 
 
 def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
-    """Remove a scenario's pending outputs (one backend's, or all of them)."""
-    root = _root(scenario)
-    if persistence is None:
-        shutil.rmtree(root, ignore_errors=True)
-        return
-    shutil.rmtree(root / persistence, ignore_errors=True)
-    with contextlib.suppress(OSError):  # not empty: another persistence's are still pending
-        root.rmdir()
+    """Remove a scenario's pending outputs (one backend's, or all of them).
+
+    Removal works on directory descriptors reached without following links: a ``.pending``
+    that is a link to elsewhere is unlinked itself, never emptied.
+    """
+    with contextlib.suppress(OSError, fsafe.ConfinedPathError):
+        if persistence is None:
+            with fsafe.confined_dir(scenario.path) as fd:
+                if stat.S_ISLNK(os.lstat(PENDING_DIR, dir_fd=fd).st_mode):
+                    os.unlink(PENDING_DIR, dir_fd=fd)
+                else:
+                    shutil.rmtree(PENDING_DIR, dir_fd=fd)
+            return
+        with fsafe.confined_dir(scenario.path, PENDING_DIR) as fd:
+            shutil.rmtree(persistence, dir_fd=fd)
+        with fsafe.confined_dir(scenario.path) as fd:
+            os.rmdir(PENDING_DIR, dir_fd=fd)  # not empty: another persistence's are pending
 
 
 def keep_pending(
@@ -185,14 +203,17 @@ def keep_pending(
         "files": sorted(files),
         "agent": None if agent is None else list(agent),
     }
+    if pending_tracked(scenario):
+        return f"pending outputs not kept: git tracks {_root(scenario)}"
     try:
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True, exist_ok=True)
+        clear_pending(scenario, persistence)
+        base, rel = scenario.path, f"{PENDING_DIR}/{persistence}"
         for name, text in files.items():
-            atomic_write(folder / name, text.encode("utf-8"))
+            fsafe.write_bytes(base, f"{rel}/{name}", text.encode("utf-8"))
         # The manifest last: a folder without one is an interrupted write, never read.
-        atomic_write(folder / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode("utf-8"))
-    except OSError as exc:
+        data = (json.dumps(manifest, indent=1) + "\n").encode("utf-8")
+        fsafe.write_bytes(base, f"{rel}/{MANIFEST}", data)
+    except (OSError, fsafe.ConfinedPathError) as exc:
         return f"pending outputs not kept in {folder}: {exc}"
     return (
         f"actual outputs kept in {folder}: `dsh-snapshot review {scenario.path}` shows and "
@@ -200,15 +221,27 @@ def keep_pending(
     )
 
 
+def _fixture_name(index: int, value: object) -> str:
+    """A manifest's ``files[index]``: a fixture's plain name, or the error naming the field."""
+    name = str(value)
+    if not _FIXTURE_NAME.fullmatch(name):
+        raise ValueError(
+            f"field 'files.{index}' is {name!r}: pending outputs are fixture files of the "
+            "scenario (session*.jsonl, stdout*.jsonl), never another path"
+        )
+    return name
+
+
 def _load_one(scenario: Scenario, folder: Path) -> Pending:
     source = folder / MANIFEST
+    base, rel = scenario.path, f"{PENDING_DIR}/{folder.name}"
     try:
-        raw: Any = json.loads(source.read_text(encoding="utf-8"))
+        raw: Any = loads_bounded(fsafe.read_text(base, f"{rel}/{MANIFEST}", _MAX_MANIFEST))
         if not isinstance(raw, dict) or raw.get("version") != _FORMAT:  # pyright: ignore[reportUnknownMemberType]
             raise ValueError(f"not a version {_FORMAT} manifest")
         manifest: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
-        names: list[str] = [str(n) for n in manifest["files"]]
-        files = {n: (folder / n).read_text(encoding="utf-8") for n in names}
+        names = [_fixture_name(i, n) for i, n in enumerate(manifest["files"])]
+        files = {n: fsafe.read_text(base, f"{rel}/{n}") for n in names}
         agent = manifest.get("agent")
         return Pending(
             scenario,
@@ -220,7 +253,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
             {str(k): str(v) for k, v in dict(manifest["inputs"]).items()},
             None if agent is None else tuple(str(a) for a in agent),
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, fsafe.ConfinedPathError) as exc:
         raise PendingError(
             f"{source}: unreadable pending outputs ({exc}); replay the scenario again "
             f"(dsh-snapshot replay {scenario.path}) to write them afresh"
@@ -234,10 +267,37 @@ def load_pending(scenario: Scenario) -> list[Pending]:
         PendingError: a manifest is unreadable.
     """
     root = _root(scenario)
-    if not root.is_dir():
+    if os.path.islink(root) or not root.is_dir():
+        return []
+    if pending_tracked(scenario):
+        print(
+            f"dsh-snapshot: {root} ignored: git tracks it, so it came with the checkout, "
+            "not from a replay here",
+            file=sys.stderr,
+        )
         return []
     folders = sorted(
-        (p for p in root.iterdir() if (p / MANIFEST).is_file()),
+        (p for p in root.iterdir() if not p.is_symlink() and os.path.lexists(p / MANIFEST)),
         key=lambda p: (p.name != "jsonl", p.name),
     )
     return [_load_one(scenario, folder) for folder in folders]
+
+
+def pending_tracked(scenario: Scenario) -> bool:
+    """Whether git tracks anything under the scenario's ``.pending/`` (no git: False).
+
+    Pending outputs are written by a replay on this machine and ignored by git; tracked
+    ones arrived with the checkout (a pull request's choice of outputs to accept) and are
+    never read or written.
+    """
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--", PENDING_DIR],
+            cwd=scenario.path,
+            capture_output=True,
+            check=False,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and bool(done.stdout)

@@ -18,7 +18,8 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from dsh_core import DshError, atomic_write
+from dsh_core import DshError
+from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._keyscan import KeyFinding, scan_folder
 from dsh_snapshot._scenario import AllowEntry
 
@@ -88,10 +89,13 @@ def publish_fixtures(
             raise DirtyRecordingError(folder, findings)
         changed: list[str] = []
         for name in files:
-            staged, target = staging / name, folder / name
-            data = staged.read_bytes()
-            if target.is_symlink() or not target.is_file() or target.read_bytes() != data:
-                atomic_write(target, data)
+            data = (staging / name).read_bytes()
+            try:
+                same = fsafe.read_bytes(folder, name) == data
+            except (OSError, fsafe.ConfinedPathError):  # absent, a link, not a file: replace it
+                same = False
+            if not same:
+                fsafe.write_bytes(folder, name, data)
                 changed.append(name)
         for entry in sorted(folder.iterdir()):
             if entry.name not in files and any(fnmatch.fnmatch(entry.name, p) for p in prune):

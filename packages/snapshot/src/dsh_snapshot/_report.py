@@ -21,6 +21,7 @@ from dsh_core import DshError, dumps_line
 from dsh_snapshot._batch import summary_line
 from dsh_snapshot._diff import Difference
 from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._fsafe import write_user_file
 from dsh_snapshot._harvest import expected_fixtures
 from dsh_snapshot._html import page, tree_html
 from dsh_snapshot._runner import ScenarioResult
@@ -55,8 +56,7 @@ def write_report_if_asked(
     target = cast(Path | None, getattr(ns, "html_report", None))
     if target is None:
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(report_page(results, broken), encoding="utf-8")
+    write_user_file(target, report_page(results, broken).encode("utf-8"))
     console.print(f"HTML report: {target}", highlight=False, markup=False)
 
 

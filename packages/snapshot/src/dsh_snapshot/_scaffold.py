@@ -8,6 +8,7 @@ prompt with one text block, so ``dsh-snapshot record --scripted`` works on it at
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from typing import Any
 
 from dsh_core import LoopProfile
 from dsh_snapshot._discover import scenario_folders
+from dsh_snapshot._fsafe import ConfinedPathError, write_bytes, write_user_file
 from dsh_snapshot._scenario import (
     INPUT_FILE,
     META_FILE,
@@ -64,14 +66,20 @@ def scaffold_scenario(name: str, parent: Path) -> Path:
     folder = parent / name
     if not _NAME.match(name):
         raise ScenarioError(folder, None, f"{name!r} is not a plain folder name ([A-Za-z0-9._-])")
-    if folder.exists():
+    if os.path.lexists(folder):
         raise ScenarioError(folder, None, "already exists; new never overwrites a scenario")
     steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "Say hello."}]
-    folder.mkdir(parents=True)
     description = "One prompt answered by one scripted text block (say what yours proves)."
-    (folder / META_FILE).write_text(meta_text(parent.name or "sdk", description), "utf-8")
-    (folder / INPUT_FILE).write_text(json.dumps({"steps": steps}, indent=1) + "\n", "utf-8")
-    (folder / SCRIPT_FILE).write_text(json.dumps(_script(), indent=1) + "\n", "utf-8")
+    files = {
+        META_FILE: meta_text(parent.name or "sdk", description),
+        INPUT_FILE: json.dumps({"steps": steps}, indent=1) + "\n",
+        SCRIPT_FILE: json.dumps(_script(), indent=1) + "\n",
+    }
+    try:
+        for file, text in files.items():
+            write_user_file(folder / file, text.encode("utf-8"))
+    except ConfinedPathError as exc:
+        raise ScenarioError(folder, None, str(exc)) from None
     return folder
 
 
@@ -84,9 +92,10 @@ def mark_scripted(paths: Iterable[Path]) -> list[Path]:
         if not path.is_dir():
             continue  # discover names the bad path
         for folder in scenario_folders(path.resolve()):
-            if (folder / META_FILE).exists() or is_upstream_recording(folder):
+            # lexists: a snapshot.yml link (even dangling) is never written through.
+            if os.path.lexists(folder / META_FILE) or is_upstream_recording(folder):
                 continue
-            (folder / META_FILE).write_text(meta_text(folder.parent.name), encoding="utf-8")
+            write_bytes(folder, META_FILE, meta_text(folder.parent.name).encode("utf-8"))
             written.append(folder / META_FILE)
     return written
 

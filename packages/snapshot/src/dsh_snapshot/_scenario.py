@@ -10,6 +10,7 @@ never makes a folder upstream's.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,10 +29,18 @@ from pydantic import (
     field_validator,
 )
 
-from dsh_core import DEFAULT_LOOP_PROFILE, DshError, LogFormatError, LoopProfile, read_log
+from dsh_core import (
+    DEFAULT_LOOP_PROFILE,
+    DshError,
+    LogFormatError,
+    LoopProfile,
+    loads_bounded,
+    read_log,
+)
 from dsh_llm_replay import ReplayError, load_override
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
 from dsh_snapshot._expect import PromptExpectation
+from dsh_snapshot._fsafe import ConfinedPathError, read_text
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
 from dsh_snapshot._provenance import Provenance
 from dsh_snapshot._steps import InputDocument
@@ -66,6 +75,10 @@ PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 Recording = Literal["live", "scripted", "authored"]
+
+
+_MAX_META = 1024 * 1024
+_MAX_INPUT = 16 * 1024 * 1024
 
 
 class ScenarioError(DshError):
@@ -361,11 +374,27 @@ def detect_loop_profile(session_files: Sequence[Path]) -> LoopProfile:
     return "june"
 
 
-def _load_meta(path: Path) -> SnapshotMeta:
+def _read_confined(path: Path, limit: int) -> str:
+    """A scenario file's text through the one confined open (no link followed)."""
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return read_text(path.parent, path.name, limit)
+    except (ConfinedPathError, OSError, UnicodeDecodeError) as exc:
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise ScenarioError(path, None, f"cannot be read: {reason}") from None
+
+
+def _load_meta(path: Path) -> SnapshotMeta:
+    text = _read_confined(path, _MAX_META)
+    try:
+        raw: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ScenarioError(path, None, f"invalid YAML: {exc}") from None
+        # Where, never what: the problem and its line/column, not the quoted source line.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ScenarioError(path, None, f"invalid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ScenarioError(path, None, "invalid YAML: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ScenarioError(path, None, "snapshot.yml must be a mapping")
     try:
@@ -391,8 +420,9 @@ def _check_strict(path: Path, raw: Any) -> None:
 
 
 def _load_steps(path: Path, *, strict: bool) -> tuple[Step, ...]:
+    text = _read_confined(path, _MAX_INPUT)
     try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+        raw: Any = loads_bounded(text)
     except ValueError as exc:
         raise ScenarioError(path, None, f"invalid JSON: {exc}") from None
     if strict:
@@ -466,10 +496,12 @@ def load_scenario(folder: Path) -> Scenario:
         ScenarioError: naming the file and field at fault.
     """
     folder = folder.resolve()
-    if not (folder / INPUT_FILE).is_file():
+    if not os.path.lexists(folder / INPUT_FILE):
         raise ScenarioError(folder / INPUT_FILE, None, "not a scenario folder: input.json missing")
     meta_file = folder / META_FILE
-    meta = _load_meta(meta_file) if meta_file.is_file() else None
+    # lexists: a snapshot.yml that is a link (even a dangling one) is read, and refused, by
+    # the confined open; it never counts as absent.
+    meta = _load_meta(meta_file) if os.path.lexists(meta_file) else None
     if meta is None and not is_upstream_recording(folder):
         raise ScenarioError(
             meta_file,

@@ -288,9 +288,9 @@ def run_show(paths: Sequence[Path], html: Path | None, out: TextIO | None = None
         else:
             stream.write(render_lines(lines))
     if html is not None:
+        from dsh_snapshot._fsafe import write_user_file  # noqa: PLC0415 - only with --html
         from dsh_snapshot._html import trees_page  # noqa: PLC0415 - only with --html
 
-        html.parent.mkdir(parents=True, exist_ok=True)
-        html.write_text(trees_page(trees), encoding="utf-8")
+        write_user_file(html, trees_page(trees).encode("utf-8"))
         print(f"dsh-snapshot show: wrote {html}", file=sys.stderr)
     return status

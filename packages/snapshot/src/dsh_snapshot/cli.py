@@ -27,6 +27,7 @@ from rich.table import Table
 from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._dotenv import key_destination
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
@@ -204,10 +205,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def record_key() -> str | None:
     """The live provider's key (``DEEPSEEK_API_KEY`` for ``deepseek``, see
-    ``DSH_RECORD_PROVIDER``) after loading ``./.env`` (record mode is the only caller)."""
-    from dotenv import load_dotenv  # noqa: PLC0415 - .env is read in record mode only
+    ``DSH_RECORD_PROVIDER``) after reading the keys of an untracked ``./.env`` (record mode is
+    the only caller; ``_dotenv`` says what is ignored and why)."""
+    from dsh_snapshot._dotenv import load_keys  # noqa: PLC0415 - .env is read in record mode only
 
-    load_dotenv(Path.cwd() / ".env", override=False)
+    load_keys(Path.cwd())
     name = key_name(live_provider())
     key = os.environ.get(name, "").strip() if name is not None else "no key needed"
     return key or None
@@ -271,6 +273,9 @@ def _record(console: Console, scenarios: Sequence[Scenario], settings: SnapshotS
                 "or ./.env (use `dsh-snapshot record --scripted` to record keylessly)"
             )
             return 0
+        host = key_destination(live_provider())
+        if host is not None:
+            print(f"dsh-snapshot record: {key_name(live_provider())} is sent to {host} only")
         problem = preflight_problem()
         if problem is not None:
             console.print(

@@ -10,6 +10,8 @@ that tests what a scenario may do (SECURITY.md). This module does not import pyt
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +26,9 @@ __all__ = [
     "INPUT",
     "META",
     "Sandbox",
+    "encoded_forms",
     "fake_key",
+    "full_state",
     "said",
     "session_log",
     "tool_call",
@@ -84,6 +88,10 @@ class Sandbox:
         (box.sentinel / "dir" / "key.txt").write_text(f"{box.outside_key}\n")
         (box.home / ".bashrc").write_text("# fake home\n")
         (box.home / ".ssh" / "id_ed25519").write_text(f"{box.outside_key}\n")
+        os.chmod(box.home / ".ssh" / "id_ed25519", 0o600)
+        # An xattr to watch, where the file system keeps user attributes.
+        with contextlib.suppress(OSError):
+            os.setxattr(box.sentinel / "victim.txt", "user.dsh.sentinel", b"1")
         return box
 
     @property
@@ -101,13 +109,28 @@ class Sandbox:
         return folder
 
     def leaks(self, data: bytes) -> list[str]:
-        """Which keys (their hex bodies, as UTF-8 or UTF-16) ``data`` holds."""
-        out: list[str] = []
-        for key in self.keys:
-            body = key.removeprefix("sk-")
-            if body.encode() in data or body.encode("utf-16-le") in data:
-                out.append(key[:5] + "…")
-        return out
+        """Which keys ``data`` holds, raw (UTF-8, UTF-16) or encoded (:func:`encoded_forms`)."""
+        return [key[:5] + "…" for key in self.keys if any(f in data for f in encoded_forms(key))]
+
+
+def encoded_forms(key: str) -> list[bytes]:
+    """Byte strings whose presence means ``key`` leaked: its body as UTF-8 and UTF-16, hex,
+    percent-encoded, and base64 (standard and URL-safe) at each of the three alignments a key
+    can have inside a longer encoded text (only the characters that depend on the key alone)."""
+    body = key.removeprefix("sk-").encode()
+    forms = [
+        body,
+        body.decode().encode("utf-16-le"),
+        body.hex().encode(),
+        key.encode().hex().encode(),
+    ]
+    forms.append("".join(f"%{b:02X}" for b in body).encode())
+    for shift in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * shift + body)
+            start, end = (shift + 2) // 3 * 4, (shift + len(body)) // 3 * 4
+            forms.append(text[start:end])
+    return [f for f in forms if len(f) >= 16]
 
 
 def write(path: Path, content: str | bytes) -> None:
@@ -116,6 +139,22 @@ def write(path: Path, content: str | bytes) -> None:
         path.write_bytes(content)
     else:
         path.write_text(content, encoding="utf-8")
+
+
+def full_state(root: Path) -> dict[str, str]:
+    """:func:`tree_state` plus what a metadata write changes: each entry's mtime and
+    extended attributes (``chmod``/``touch``/``setfattr`` outside the run show up here)."""
+    state = tree_state(root)
+    for rel in list(state):
+        path = root / rel
+        info = path.lstat()
+        try:
+            names = sorted(os.listxattr(path, follow_symlinks=False))
+            attrs = {n: os.getxattr(path, n, follow_symlinks=False).hex() for n in names}
+        except OSError:
+            attrs = {}
+        state[rel] += f":mtime={info.st_mtime_ns}:xattr={attrs}"
+    return state
 
 
 def tree_state(root: Path) -> dict[str, str]:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsh_core.testing._context import tool_context
-from dsh_core.testing._corpus import normalized_rows, upstream_corpus
+from dsh_core.testing._corpus import (
+    corpus_cache,
+    corpus_unavailable,
+    normalized_rows,
+    upstream_corpus,
+)
 from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
@@ -47,6 +52,8 @@ __all__ = [
     "ScriptedModel",
     "StoreConformance",
     "assert_public_api",
+    "corpus_cache",
+    "corpus_unavailable",
     "crash_kills",
     "event_time",
     "normalized_rows",

@@ -1,0 +1,156 @@
+"""Hostile requests to the record proxy over real HTTP: a web page, a rebound host name, a
+simple cross-origin POST, a redirecting upstream. None may spend or see the key (issue 20)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+import pytest
+
+from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_llm_proxy import ProxyServer
+from dsh_persistence_jsonl import JsonlSessionStore
+
+KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
+BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false}'
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture
+def recording(
+    tmp_path: Path, upstream_key: str
+) -> Iterator[tuple[ProxyServer, ScriptedModelServer]]:
+    with (
+        ScriptedModelServer(api_key=upstream_key) as upstream,
+        ProxyServer.record(tmp_path, upstream=upstream.base_url, api_key_env=KEY_ENV) as proxy,
+    ):
+        yield proxy, upstream
+    store = JsonlSessionStore(tmp_path)
+    try:
+        assert [h.id for h in store.list_sessions()] == [], "a refused request was recorded"
+    finally:
+        store.close()
+
+
+def _port(proxy: ProxyServer) -> int:
+    return int(proxy.base_url.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "says"),
+    [
+        pytest.param({"host": "evil.example:{port}"}, 421, "Host", id="host-rebound-name"),
+        pytest.param({"host": "evil.example"}, 421, "Host", id="host-no-port"),
+        pytest.param({"host": "127.0.0.1:1"}, 421, "Host", id="host-other-port"),
+        pytest.param({"host": "127.0.0.1.evil.example:{port}"}, 421, "Host", id="host-suffix"),
+        pytest.param({"origin": "http://evil.example"}, 403, "Origin", id="origin-foreign"),
+        pytest.param({"origin": "null"}, 403, "Origin", id="origin-null"),
+        pytest.param(
+            {"sec-fetch-site": "cross-site"}, 403, "Sec-Fetch-Site", id="fetch-cross-site"
+        ),
+        pytest.param({"sec-fetch-site": "same-site"}, 403, "Sec-Fetch-Site", id="fetch-same-site"),
+        pytest.param({"content-type": "text/plain"}, 415, "text/plain", id="ctype-text-plain"),
+        pytest.param(
+            {"content-type": "application/x-www-form-urlencoded"},
+            415,
+            "urlencoded",
+            id="ctype-form",
+        ),
+        pytest.param(
+            {"content-type": "multipart/form-data; boundary=x"},
+            415,
+            "multipart",
+            id="ctype-multipart",
+        ),
+        pytest.param({"content-type": ""}, 415, "untyped", id="ctype-missing"),
+    ],
+)
+def test_a_request_that_is_not_from_a_local_program_is_refused_before_the_upstream(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+    upstream_key: str,
+    headers: dict[str, str],
+    status: int,
+    says: str,
+) -> None:
+    proxy, upstream = recording
+    sent = {**JSON, **{k: v.format(port=_port(proxy)) for k, v in headers.items()}}
+    if sent["content-type"] == "":
+        del sent["content-type"]
+    answer = httpx.post(proxy.base_url + "/chat/completions", content=BODY, headers=sent)
+    assert answer.status_code == status
+    assert says in answer.json()["error"]["message"]
+    assert upstream.requests == []
+    assert upstream_key not in answer.text
+
+
+def test_a_local_client_by_any_loopback_name_is_served(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+) -> None:
+    proxy, upstream = recording
+    port = _port(proxy)
+    for host, origin in (
+        (f"localhost:{port}", f"http://localhost:{port}"),
+        (f"127.0.0.1:{port}", None),
+    ):
+        headers = {**JSON, "host": host, **({"origin": origin} if origin else {})}
+        answer = httpx.post(
+            proxy.base_url + "/chat/completions",
+            content=b"[1]",
+            headers=headers,
+        )
+        assert answer.status_code == 400  # through the guard, refused only as a body
+    assert upstream.requests == []
+
+
+class _Seen(http.server.BaseHTTPRequestHandler):
+    seen: ClassVar[list[dict[str, str]]] = []
+    target = ""
+
+    def do_POST(self) -> None:
+        type(self).seen.append(dict(self.headers))
+        if self.target:
+            self.send_response(307)
+            self.send_header("Location", self.target + self.path)
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def _serve(handler: type[_Seen]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_a_redirecting_upstream_never_gets_the_key_sent_elsewhere(
+    tmp_path: Path, upstream_key: str
+) -> None:
+    class Elsewhere(_Seen):
+        seen: ClassVar[list[dict[str, str]]] = []
+
+    class Redirecting(_Seen):
+        seen: ClassVar[list[dict[str, str]]] = []
+
+    other, other_url = _serve(Elsewhere)
+    Redirecting.target = other_url
+    first, first_url = _serve(Redirecting)
+    try:
+        with ProxyServer.record(tmp_path, upstream=first_url, api_key_env=KEY_ENV) as proxy:
+            answer = httpx.post(proxy.base_url + "/chat/completions", content=BODY, headers=JSON)
+    finally:
+        for server in (first, other):
+            server.shutdown()
+            server.server_close()
+    assert answer.status_code == 307 or answer.status_code >= 400
+    assert len(Redirecting.seen) == 1
+    assert Elsewhere.seen == []
+    assert upstream_key not in answer.text
