@@ -385,6 +385,24 @@ class BashTool:
             raise _ArgsError(f"spawn bash ENOENT: the working directory {cwd} does not exist")
         return command, timeout_ms, cwd
 
+    async def _kill(
+        self,
+        process: asyncio.subprocess.Process,
+        confined: ConfinedCommand,
+        done: asyncio.Future[Any],
+    ) -> None:
+        # Through the supervisor first: the sandbox then ends by itself, its last process gone
+        # when the command's result is returned. Killing bubblewrap from outside ends it too,
+        # but a moment later (its PID 1 dies with it): the fallback if the supervisor is stuck.
+        if confined.signal(signal.SIGKILL):
+            try:
+                await asyncio.wait_for(asyncio.shield(done), self.grace_ms / 1000)
+                return
+            except TimeoutError:
+                pass
+        _signal_group(process, signal.SIGKILL)
+        await asyncio.shield(done)
+
     async def _wait(
         self, process: asyncio.subprocess.Process, confined: ConfinedCommand, timeout_ms: float
     ) -> BashResult:
@@ -408,9 +426,7 @@ class BashTool:
                 try:
                     await asyncio.wait_for(asyncio.shield(done), self.grace_ms / 1000)
                 except TimeoutError:
-                    confined.signal(signal.SIGKILL)
-                    _signal_group(process, signal.SIGKILL)
-                    await asyncio.shield(done)
+                    await self._kill(process, confined, done)
         except BaseException:
             # Cancelled turn (or a failure while reading): nothing of the command may survive.
             await _kill_now(process)
