@@ -1,4 +1,4 @@
-"""The gate on the PostgreSQL store, through the real agent, against a real server.
+"""The gate and the proxy on the PostgreSQL store, through the real agent, on a real server.
 
 The server is a private one (``dsh_persistence_postgres.testing``: initdb + pg_ctl) or the one
 ``DSH_TEST_POSTGRES_DSN`` names. Its address reaches the agent only through the settings the
@@ -8,17 +8,23 @@ run leaves no namespace behind (``store_run`` discards it).
 
 from __future__ import annotations
 
+import json
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
 from dsh_acp_agent.testing import agent_environment
-from dsh_core.plugins import default_store_backend_names
+from dsh_core import Chunk
+from dsh_core.plugins import default_store_backend_names, store_backend
+from dsh_llm_proxy import STORE_MARKER, ProxyServer, recorded_logs
 from dsh_persistence_postgres.testing import server_for_tests
+from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,7 +68,10 @@ def test_the_store_settings_reach_the_agent_and_nothing_else_does(
     assert "postgres" not in default_store_backend_names()  # the gate's default needs no server
 
 
+# One worker runs the gate tests: on a shared server (DSH_TEST_POSTGRES_DSN) another worker's
+# run in progress would otherwise count as a namespace left behind.
 @pytest.mark.e2e
+@pytest.mark.xdist_group("postgres-gate")
 def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
     scenario = load_scenario(FORK)
     result = run_scenario(scenario, SnapshotSettings(), "postgres")
@@ -74,6 +83,7 @@ def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("postgres-gate")
 def test_the_gate_cli_runs_postgres_when_named(configured: str, tmp_path: Path) -> None:
     gate = Path(sys.executable).with_name("dsh-snapshot")
     done = subprocess.run(
@@ -88,3 +98,55 @@ def test_the_gate_cli_runs_postgres_when_named(configured: str, tmp_path: Path) 
     assert "1 scenarios (1 runs)" in done.stdout
     assert "1 passed, 0 failed" in done.stdout
     assert _run_namespaces(configured) == 0
+
+
+def test_the_proxy_records_into_postgres_and_replays_from_it(
+    configured: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer: list[Chunk] = [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": "from postgres"},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": "from postgres"}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+    key = "upstream-" + secrets.token_hex(12)
+    monkeypatch.setenv("DSH_PG_PROXY_TEST_KEY", key)
+    root = tmp_path / "recording"
+
+    def ask(base_url: str) -> str:
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        text = ""
+        with (
+            httpx.Client(trust_env=False, timeout=30) as http,
+            http.stream("POST", base_url + "/chat/completions", json=body) as response,
+        ):
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                data = line.removeprefix("data: ")
+                if line.startswith("data: ") and data != "[DONE]":
+                    for choice in json.loads(data).get("choices", []):
+                        text += choice.get("delta", {}).get("content") or ""
+        return text
+
+    try:
+        with (
+            ScriptedModelServer([[answer]], api_key=key) as upstream,
+            ProxyServer.record(
+                root,
+                store="postgres",
+                upstream=upstream.base_url,
+                api_key_env="DSH_PG_PROXY_TEST_KEY",
+            ) as proxy,
+        ):
+            recorded = ask(proxy.base_url)
+        # the root only names its store; the sessions are rows in the database
+        assert (root / STORE_MARKER).read_text() == "postgres\n"
+        assert sorted(p.name for p in root.iterdir()) == [STORE_MARKER]
+        [(_, log)] = recorded_logs(root)
+        assert store_backend("postgres").list_sessions(root)[0].id == log.header.id
+        with ProxyServer.replay(root) as proxy:
+            replayed = ask(proxy.base_url)
+            assert proxy.problems() == []
+        assert recorded == replayed == "from postgres"
+    finally:
+        store_backend("postgres").discard(root)

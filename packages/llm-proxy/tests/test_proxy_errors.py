@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from dsh_core import Chunk, DshError
+from dsh_core.plugins import store_backend
 from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy import ProxyServer, main
 from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
 from dsh_scripted_server import Fault, ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
@@ -175,11 +175,8 @@ def test_sqlite_store_records_and_replays(
     ):
         stream = client.chat.completions.create(model="m", messages=HELLO, stream=True)
         recorded = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    store = SqliteSessionStore(tmp_path / "sessions.db")
-    try:
-        assert len(store.list_sessions()) == 1
-    finally:
-        store.close()
+    # The SQLite backend's own layout, read through the registry, not a file name.
+    assert len(store_backend("sqlite").list_sessions(tmp_path)) == 1
     with ProxyServer.replay(tmp_path) as proxy, _client(proxy.base_url) as client:
         stream = client.chat.completions.create(model="m", messages=HELLO, stream=True)
         replayed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)

@@ -1,7 +1,8 @@
-"""Reading a recording root back: ``recorded_logs`` and ``is_recording_root``, in both stores.
+"""Reading a recording root back: ``recorded_logs`` and ``is_recording_root``, in two stores.
 
-Only dsh-llm-proxy knows where a root keeps its sessions; these tests pin what its readers
-(the gate's harvest, ``dsh-snapshot show``) get from it.
+Where a root keeps its sessions is its store backend's business (any ``dsh.stores`` plugin);
+the root names the backend. These tests pin what its readers (the gate's harvest,
+``dsh-snapshot show``) get from it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core import CreateOptions, LogFormatError, SessionMeta
+from dsh_core import CreateOptions, DshError, LogFormatError, SessionMeta
+from dsh_core.plugins import UnknownPluginError
 from dsh_core.testing import synthetic_turn
-from dsh_llm_proxy import StoreKind, is_recording_root, open_store, recorded_logs
+from dsh_llm_proxy import STORE_MARKER, detect_store, is_recording_root, open_store, recorded_logs
 
-STORES: tuple[StoreKind, ...] = ("jsonl", "sqlite")
+STORES = ("jsonl", "sqlite")
 
 
-def _record(root: Path, kind: StoreKind) -> None:
+def _record(root: Path, kind: str) -> None:
     """A child created first but with the later ``createdAt``, and a parent left mid-turn."""
     store = open_store(root, kind)
     try:
@@ -33,18 +35,14 @@ def _record(root: Path, kind: StoreKind) -> None:
 
 
 @pytest.mark.parametrize("kind", STORES)
-def test_a_root_is_read_in_creation_order_exactly_as_written(
-    tmp_path: Path, kind: StoreKind
-) -> None:
+def test_a_root_is_read_in_creation_order_exactly_as_written(tmp_path: Path, kind: str) -> None:
     _record(tmp_path, kind)
     assert is_recording_root(tmp_path)
     logs = recorded_logs(tmp_path)
     assert [log.header.id for _, log in logs] == ["parent", "child"]
-    names = [name for name, _ in logs]
-    if kind == "jsonl":
-        assert names == ["parent.jsonl", "child.jsonl"]
-    else:
-        assert names == ["sessions.db:parent", "sessions.db:child"]
+    assert [name for name, _ in logs] == ["parent.jsonl", "child.jsonl"]
+    assert detect_store(tmp_path) == kind
+    assert (tmp_path / STORE_MARKER).read_text() == kind + "\n"
     parent = logs[0][1]
     assert len(parent.events) == 5  # the open turn is not closed by the reader
     assert [e.type for e in logs[1][1].events] == [e.type for e in synthetic_turn(0, 1)]
@@ -67,5 +65,31 @@ def test_a_damaged_log_still_marks_a_root_and_reading_it_names_the_file(tmp_path
     assert is_recording_root(tmp_path)
     with pytest.raises(LogFormatError) as caught:
         recorded_logs(tmp_path)
-    assert caught.value.source == str(damaged)
+    assert caught.value.source == str(damaged)  # the backend names its own file
     assert caught.value.line == 1
+
+
+def test_a_root_without_the_marker_is_read_with_the_default_store(tmp_path: Path) -> None:
+    _record(tmp_path, "jsonl")
+    (tmp_path / STORE_MARKER).unlink()  # as roots recorded before the marker
+    assert detect_store(tmp_path) == "jsonl"
+    assert is_recording_root(tmp_path)
+    assert [log.header.id for _, log in recorded_logs(tmp_path)] == ["parent", "child"]
+
+
+def test_a_root_keeps_its_store(tmp_path: Path) -> None:
+    _record(tmp_path, "jsonl")
+    with pytest.raises(DshError, match=r"holds a recording in store 'jsonl'.*as 'sqlite'"):
+        open_store(tmp_path, "sqlite")
+    (tmp_path / STORE_MARKER).write_text("\n")
+    with pytest.raises(DshError, match="empty; it should name the root's store backend"):
+        detect_store(tmp_path)
+
+
+def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(UnknownPluginError, match="no-such-store"):
+        open_store(tmp_path / "root", "no-such-store")
+    (tmp_path / "named").mkdir()
+    (tmp_path / "named" / STORE_MARKER).write_text("no-such-store\n")
+    with pytest.raises(UnknownPluginError, match="no-such-store"):
+        recorded_logs(tmp_path / "named")

@@ -9,7 +9,7 @@ import pytest
 from dsh_core import CreateOptions, SessionMeta, SessionNotFoundError, read_log_text
 from dsh_core.plugins import open_store, store_backend
 from dsh_core.testing import synthetic_turn
-from dsh_persistence_sqlite import SqliteSessionStore
+from dsh_persistence_sqlite import Layout, SqliteSessionStore
 
 
 def test_the_registry_opens_an_sqlite_store_in_the_root(tmp_path: Path) -> None:
@@ -45,3 +45,29 @@ def test_a_root_without_a_database_lists_nothing_and_creates_nothing(tmp_path: P
     with pytest.raises(SessionNotFoundError, match="no session x in"):
         backend.export_log(tmp_path, "x")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("setting", "layout"), [(None, Layout.DSH), ("v4", Layout.V4)])
+def test_dsh_sqlite_layout_chooses_a_fresh_databases_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None, layout: Layout
+) -> None:
+    if setting is None:
+        monkeypatch.delenv("DSH_SQLITE_LAYOUT", raising=False)
+    else:
+        monkeypatch.setenv("DSH_SQLITE_LAYOUT", setting)
+    store = open_store("sqlite", tmp_path)
+    try:
+        assert isinstance(store, SqliteSessionStore)
+        assert store.layout is layout
+    finally:
+        store.close()
+    assert "DSH_SQLITE_" in store_backend("sqlite").env_prefixes  # agents are handed it
+
+
+def test_a_bad_layout_setting_is_refused_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_SQLITE_LAYOUT", "v17")
+    with pytest.raises(ValueError, match="layout"):
+        open_store("sqlite", tmp_path)
+    assert not (tmp_path / "sessions.sqlite3").exists()

@@ -67,7 +67,6 @@ async def test_hang_entry_streams_its_partial_text_then_stalls(
 @pytest.mark.parametrize(
     ("entry", "reason"),
     [
-        (ThrowEntry(_TEXT[:1], "late", "X", 500), "no chunks"),
         (ThrowEntry((), "no status", "X"), "4xx or 5xx status"),
         (ThrowEntry((), "not an error", "X", 200), "4xx or 5xx status"),
         (HangEntry(".ready"), "ready_file is a replay marker"),

@@ -17,16 +17,16 @@ from dsh_llm_openai import ChatSettings
 from dsh_scripted_server import ScriptedModelServer, client_env, resolve_profile
 
 
-class _Acme(ChatSettings):
+class _Initech(ChatSettings):
     """A made-up vendor: its own prefix and models, and one rule of its own."""
 
-    model_config = SettingsConfigDict(env_prefix="ACME_", extra="ignore")
-    provider: ClassVar[str] = "acme"
-    served_models: ClassVar[tuple[str, ...]] = ("acme-1", "acme-2")
+    model_config = SettingsConfigDict(env_prefix="INITECH_", extra="ignore")
+    provider: ClassVar[str] = "initech"
+    served_models: ClassVar[tuple[str, ...]] = ("initech-1", "initech-2")
 
     @classmethod
     def wire_problem(cls, body: dict[str, Any]) -> str | None:
-        return None if body.get("temperature") is None else "acme takes no temperature"
+        return None if body.get("temperature") is None else "initech takes no temperature"
 
 
 def _post(base_url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -57,23 +57,23 @@ def test_the_generic_profile_serves_its_default_model() -> None:
 
 
 def test_a_profile_brings_its_models_and_its_rules() -> None:
-    with ScriptedModelServer(profile=_Acme, strict=True, api_key="k") as server:
-        assert [m["id"] for m in _models(server.base_url)["data"]] == ["acme-1", "acme-2"]
+    with ScriptedModelServer(profile=_Initech, strict=True, api_key="k") as server:
+        assert [m["id"] for m in _models(server.base_url)["data"]] == ["initech-1", "initech-2"]
         user = [{"role": "user", "content": "hi"}]
         status, error = _post(
-            server.base_url, {"model": "acme-1", "messages": user, "temperature": 1}
+            server.base_url, {"model": "initech-1", "messages": user, "temperature": 1}
         )
-        assert (status, error["error"]["message"]) == (400, "acme takes no temperature")
+        assert (status, error["error"]["message"]) == (400, "initech takes no temperature")
         status, error = _post(server.base_url, {"model": "gpt-4o-mini", "messages": user})
         assert status == 400
-        assert "The supported API model names are acme-1 or acme-2" in error["error"]["message"]
+        assert "model names are initech-1 or initech-2" in error["error"]["message"]
     # Refused requests consume no script response and are recorded.
     chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
     assert [r.status for r in chats] == [400, 400]
 
 
 def test_models_given_win_over_the_profiles() -> None:
-    assert ScriptedModelServer(profile=_Acme, models=["x"]).models == ("x",)
+    assert ScriptedModelServer(profile=_Initech, models=["x"]).models == ("x",)
 
 
 def test_a_profile_by_provider_name() -> None:
@@ -89,10 +89,10 @@ def test_a_provider_that_is_not_on_the_wire_is_refused() -> None:
 
 
 def test_client_env_names_the_profiles_variables() -> None:
-    assert client_env(_Acme, "http://127.0.0.1:1", "k") == {
-        "ACME_BASE_URL": "http://127.0.0.1:1",
-        "ACME_API_KEY": "k",
-        "ACME_SEND_SESSION_ID": "true",
+    assert client_env(_Initech, "http://127.0.0.1:1", "k") == {
+        "INITECH_BASE_URL": "http://127.0.0.1:1",
+        "INITECH_API_KEY": "k",
+        "INITECH_SEND_SESSION_ID": "true",
     }
     with ScriptedModelServer(api_key="the-key") as server:
         env = server.client_env()

@@ -170,5 +170,14 @@ def test_a_provider_without_such_settings_is_named_alone(live_copy: Path, provid
     assert recorded_provider_env(load_scenario(live_copy)) == {LIVE_PROVIDER_ENV: provider}
 
 
-def test_a_scripted_scenario_gets_nothing(scenario_copy: Callable[[str], Path]) -> None:
-    assert recorded_provider_env(load_scenario(scenario_copy(_SCENARIO))) == {}
+def test_a_scripted_scenario_gets_the_provider_its_header_names(
+    scenario_copy: Callable[[str], Path],
+) -> None:
+    # Made with that provider's defaults (DSH_RECORD_PROVIDER): no setting, only the name.
+    folder = scenario_copy(_SCENARIO)
+    assert recorded_provider_env(load_scenario(folder)) == {LIVE_PROVIDER_ENV: "deepseek"}
+    primary = folder / "session.jsonl"
+    primary.write_text(primary.read_text().replace('"provider":"deepseek"', '"provider":"gone"'))
+    assert recorded_provider_env(load_scenario(folder)) == {}  # not installed: nothing to ask
+    primary.write_text('{"type":"session","version":0,"id":"x","createdAt":1}\n')
+    assert recorded_provider_env(load_scenario(folder)) == {}  # no request header: nothing

@@ -31,6 +31,8 @@ from dsh_core import (
     SandboxSettings,
     SessionStore,
     SubagentTool,
+    TodoWriteTool,
+    Tool,
     ToolSandbox,
 )
 from dsh_core.plugins import create_model, env_prefix, model_provider, open_store
@@ -111,7 +113,8 @@ def system_prompt(settings: AgentSettings) -> str:
 
 
 def build_agent(settings: AgentSettings) -> Wiring:
-    """The agent with its store, model client and tools (bash, subagent, subagent_fork)."""
+    """The agent with its store, model client and tools (bash, subagent, subagent_fork; and
+    todo_write in the ``current`` profile: June's agent had no todo tool)."""
     sandbox = build_sandbox()
     model, replay = build_model(settings)
     store = build_store(settings)
@@ -120,7 +123,9 @@ def build_agent(settings: AgentSettings) -> Wiring:
         limit_ms = settings.bash_timeout * 1000
         max_ms = max(limit_ms, bash.max_timeout_ms)
         bash = BashTool(limit_ms, max_timeout_ms=max_ms, sandbox=sandbox)
-    tools = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
+    tools: list[Tool] = [bash, SubagentTool(SpawnBackend()), SubagentTool(ForkBackend())]
+    if settings.loop_profile == "current":
+        tools.append(TodoWriteTool())
     config = AgentConfig(
         system_prompt=system_prompt(settings),
         max_steps=settings.max_steps,

@@ -159,6 +159,7 @@ from dsh_core._session import (
 )
 from dsh_core._subagent import SubagentBackend, SubagentRequest
 from dsh_core._subagent_tool import SubagentTool
+from dsh_core._todo import TODO_STATUSES, TodoWriteTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 from dsh_core._validate import validate_arguments
 
@@ -292,6 +293,8 @@ __all__ = [
     "EventListener",
     "OutputCollector",
     "SubagentTool",
+    "TODO_STATUSES",
+    "TodoWriteTool",
     "TurnOutcome",
     "bash_argument_errors",
     "delegated_prompts",

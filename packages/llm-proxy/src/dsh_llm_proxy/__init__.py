@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._cli import main
     from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
     from dsh_llm_proxy._root import (
-        StoreKind,
+        STORE_MARKER,
         detect_store,
         is_recording_root,
         open_store,
@@ -40,7 +40,7 @@ __all__ = [
     "SessionConflictError",
     "load_recording",
     # recording roots
-    "StoreKind",
+    "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
@@ -55,7 +55,7 @@ _HOMES = {
     "main": "_cli",
     "SessionBook": "_book",
     "SessionConflictError": "_book",
-    "StoreKind": "_root",
+    "STORE_MARKER": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",

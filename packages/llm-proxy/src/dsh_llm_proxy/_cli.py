@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from dsh_core import DshError
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_llm_proxy._app import DEFAULT_UPSTREAM
 from dsh_llm_proxy._server import ProxyServer
 
@@ -30,7 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     modes = parser.add_subparsers(dest="mode", required=True)
     record = modes.add_parser("record", help="forward to the upstream and write session logs")
     record.add_argument("--root", required=True, help="folder the session logs go to")
-    record.add_argument("--store", choices=["jsonl", "sqlite"], default="jsonl")
+    record.add_argument(
+        "--store",
+        default=DEFAULT_STORE_BACKEND,
+        metavar="NAME",
+        help="the store backend the sessions go to: any installed dsh.stores plugin "
+        f"({', '.join(store_backend_names())}; default: {DEFAULT_STORE_BACKEND})",
+    )
     record.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     record.add_argument("--upstream", default=DEFAULT_UPSTREAM, help="upstream API root")
     record.add_argument(

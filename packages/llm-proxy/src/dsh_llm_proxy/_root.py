@@ -1,75 +1,95 @@
 """A recording root: which store holds the proxy's sessions, and reading them back as written.
 
-A root recorded with ``--store jsonl`` is a JSONL store (one file per session); one recorded
-with ``--store sqlite`` holds the SQLite store in ``sessions.db``. Only this module knows that
-layout: the gate and ``dsh-snapshot show`` read a root through :func:`recorded_logs`.
+The proxy keeps a recording in any installed store backend (``dsh.stores``, see
+``dsh_core.plugins``), chosen by name (``--store``), in that backend's own layout under the
+root. The name goes into a one-line marker file, :data:`STORE_MARKER`, so that a replay, the
+gate and ``dsh-snapshot show`` read the root back through the same backend; a root without the
+marker is read with the default backend (JSONL), as roots recorded before the marker were.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from dsh_core import DshError, SessionLog, SessionStore, read_log_stream, read_log_text
-from dsh_persistence_jsonl import JsonlSessionStore
-from dsh_persistence_sqlite import SqliteSessionStore
+from dsh_core import DshError, SessionLog, SessionStore, read_log_text
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
 
-__all__ = ["StoreKind", "detect_store", "is_recording_root", "open_store", "recorded_logs"]
+__all__ = [
+    "STORE_MARKER",
+    "detect_store",
+    "is_recording_root",
+    "open_store",
+    "recorded_logs",
+]
 
-StoreKind = Literal["jsonl", "sqlite"]
-SQLITE_FILE = "sessions.db"
-
-
-def open_store(root: Path, kind: StoreKind) -> SessionStore:
-    """The session store of a recording root (``sessions.db`` inside it for SQLite)."""
-    if kind == "sqlite":
-        return SqliteSessionStore(root / SQLITE_FILE)
-    return JsonlSessionStore(root)
+STORE_MARKER = ".dsh-proxy-store"
+"""The file in a recording root that names its store backend (one line: ``sqlite``)."""
 
 
-def detect_store(root: Path) -> StoreKind:
-    """Which store a recording root holds (SQLite when it has ``sessions.db``)."""
-    return "sqlite" if (root / SQLITE_FILE).is_file() else "jsonl"
+def open_store(root: Path, store: str) -> SessionStore:
+    """The session store of a recording root, through the ``dsh.stores`` backend named
+    ``store``; the root (created when missing) records the name for its readers.
+
+    Raises:
+        dsh_core.plugins.PluginError: no installed backend has that name.
+        DshError: the root already names another backend.
+    """
+    backend = store_backend(store)
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / STORE_MARKER
+    if marker.is_file():
+        recorded = detect_store(root)
+        if recorded != store:
+            raise DshError(
+                f"{root} holds a recording in store {recorded!r} ({marker}); "
+                f"it cannot be opened as {store!r}"
+            )
+    else:
+        marker.write_text(store + "\n", encoding="utf-8")
+    return backend.open(root)
+
+
+def detect_store(root: Path) -> str:
+    """The store backend a recording root names (the default, JSONL, when it names none)."""
+    marker = root / STORE_MARKER
+    if not marker.is_file():
+        return DEFAULT_STORE_BACKEND
+    name = marker.read_text(encoding="utf-8").strip()
+    if not name:
+        raise DshError(f"{marker}: empty; it should name the root's store backend")
+    return name
 
 
 def is_recording_root(folder: Path) -> bool:
-    """Whether ``folder`` holds sessions the proxy recorded (in either store). Writes nothing.
+    """Whether ``folder`` holds sessions the proxy recorded (in any store). Writes nothing.
 
     A root whose logs are damaged still is one: reading it (:func:`recorded_logs`) names the
     damage.
     """
     if not folder.is_dir():
         return False
-    if detect_store(folder) == "sqlite":
+    if (folder / STORE_MARKER).is_file():
         return True
     try:
-        return bool(JsonlSessionStore(folder, sweep=False).list_sessions())
+        return bool(store_backend(DEFAULT_STORE_BACKEND).list_sessions(folder))
     except DshError:
         return True
 
 
 def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
     """Every session of a recording root exactly as written (an open turn stays open), each
-    with the name a reader shows for it (``<id>.jsonl``, or ``sessions.db:<id>``), ordered by
+    with the name a reader shows for it (``<id>.jsonl``: the backend's export), ordered by
     ``(createdAt, id)``. Writes nothing.
 
     Raises:
-        DshError: a log cannot be read (``LogFormatError`` names the file and line).
+        DshError: a log cannot be read (``LogFormatError`` names the root, session and line);
+            dsh_core.plugins.PluginError: the root's backend is not installed.
     """
-    if detect_store(root) == "sqlite":
-        database = root / SQLITE_FILE
-        with SqliteSessionStore(database) as store:
-            return [
-                (
-                    f"{SQLITE_FILE}:{header.id}",
-                    read_log_text(store.export_jsonl(header.id), f"{database}:{header.id}"),
-                )
-                for header in store.list_sessions()
-            ]
-    store = JsonlSessionStore(root, sweep=False)
-    logs: list[tuple[str, SessionLog]] = []
-    for header in store.list_sessions():
-        path = store.path_of(header.id)
-        with path.open("rb") as handle:
-            logs.append((path.name, read_log_stream(handle, str(path))))
-    return logs
+    backend = store_backend(detect_store(root))
+    return [
+        (
+            f"{header.id}.jsonl",
+            read_log_text(backend.export_log(root, header.id), f"{root}:{header.id}"),
+        )
+        for header in backend.list_sessions(root)
+    ]

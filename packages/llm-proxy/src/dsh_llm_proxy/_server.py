@@ -14,6 +14,7 @@ from types import FrameType, TracebackType
 import uvicorn
 
 from dsh_core import DshError, SessionStore
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
 from dsh_llm_proxy._app import (
     DEFAULT_UPSTREAM,
     REPORT_PATH,
@@ -24,7 +25,7 @@ from dsh_llm_proxy._app import (
     build_app,
 )
 from dsh_llm_proxy._book import call_inputs
-from dsh_llm_proxy._root import StoreKind, detect_store, open_store
+from dsh_llm_proxy._root import detect_store, open_store
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
@@ -56,7 +57,8 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     path = Path(root)
     if not path.is_dir():
         raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
-    store = open_store(path, detect_store(path))
+    # Opened by the root's own backend, not through open_store: a replay writes nothing.
+    store = store_backend(detect_store(path)).open(path)
     try:
         scripts: list[SessionScript] = []
         models: list[str] = []
@@ -110,7 +112,7 @@ class ProxyServer:
         cls,
         root: Path | str,
         *,
-        store: StoreKind = "jsonl",
+        store: str = DEFAULT_STORE_BACKEND,
         upstream: str = DEFAULT_UPSTREAM,
         api_key_env: str = "DEEPSEEK_API_KEY",
         port: int = 0,

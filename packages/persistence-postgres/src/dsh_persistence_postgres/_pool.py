@@ -57,7 +57,7 @@ class Server:
             min_size=1,
             max_size=settings.pool_max,
             kwargs={"autocommit": True, "connect_timeout": _timeout(settings)},
-            timeout=settings.connect_timeout,
+            timeout=settings.pool_timeout,
             open=False,
             name=f"dsh-{self.name}",
         )

@@ -31,6 +31,8 @@ class PostgresSettings(BaseSettings):
         pool_max: connections the pool of one process keeps at most (writers hold their own:
             a session's writer lock lives as long as its connection).
         connect_timeout: seconds to wait for the server before a clear error.
+        pool_timeout: seconds a store waits for a free pooled connection when every one is
+            busy (many threads of one process at once) before a clear error.
     """
 
     model_config = SettingsConfigDict(env_prefix="DSH_POSTGRES_", extra="ignore", frozen=True)
@@ -42,6 +44,7 @@ class PostgresSettings(BaseSettings):
     )
     pool_max: int = Field(default=8, ge=1)
     connect_timeout: float = Field(default=10.0, gt=0)
+    pool_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("schema_name")
     @classmethod

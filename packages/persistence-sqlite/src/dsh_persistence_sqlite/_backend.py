@@ -4,11 +4,31 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Literal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dsh_core import SessionHeader, SessionNotFoundError
+from dsh_persistence_sqlite._schema import Layout
 from dsh_persistence_sqlite._store import SqliteSessionStore
 
-__all__ = ["DATABASE_FILE", "STORE_BACKEND", "SqliteStoreBackend"]
+__all__ = ["DATABASE_FILE", "STORE_BACKEND", "SqliteSettings", "SqliteStoreBackend"]
+
+
+class SqliteSettings(BaseSettings):
+    """``DSH_SQLITE_*``.
+
+    Attributes:
+        layout: the layout of a fresh database (``DSH_SQLITE_LAYOUT``): ``dsh`` (dsh-py's
+            version 1004, every field kept) or ``v4`` (upstream's schema version 4 exactly, for
+            a file upstream's v4 opens; a header v4 cannot hold is then refused). An existing
+            database keeps its own.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="DSH_SQLITE_", extra="ignore", frozen=True)
+
+    layout: Literal["dsh", "v4"] = "dsh"
+
 
 DATABASE_FILE = "sessions.sqlite3"
 """The database a sessions root holds: ``<root>/sessions.sqlite3``."""
@@ -18,13 +38,14 @@ class SqliteStoreBackend:
     """Opens, lists and exports the one-database store of a sessions root."""
 
     name = "sqlite"
-    settings_model = None
+    settings_model = SqliteSettings
     embedded = True  # its data lives under the sessions root
-    env_prefixes: tuple[str, ...] = ()
+    env_prefixes: tuple[str, ...] = ("DSH_SQLITE_",)
 
     def open(self, root: Path) -> SqliteSessionStore:
-        """The store in ``<root>/sessions.sqlite3`` (created when missing)."""
-        return SqliteSessionStore(root / DATABASE_FILE)
+        """The store in ``<root>/sessions.sqlite3`` (created when missing, in the layout
+        ``DSH_SQLITE_LAYOUT`` names)."""
+        return SqliteSessionStore(root / DATABASE_FILE, Layout(SqliteSettings().layout))
 
     def list_sessions(self, root: Path) -> list[SessionHeader]:
         """Every stored session's header (none when the root holds no database)."""

@@ -16,6 +16,7 @@ package does not import pytest.
 
 from dsh_llm_openai import ChunkEncoder
 from dsh_scripted_server._cli import main
+from dsh_scripted_server._clients import REMOTE_BASE_URL, provider_client, remote_provider_client
 from dsh_scripted_server._library import ScriptLibrary
 from dsh_scripted_server._profile import Profile, client_env, resolve_profile
 from dsh_scripted_server._script import (
@@ -37,10 +38,13 @@ __all__ = [
     "Router",
     "ScriptedModelServer",
     "main",
-    # the API it plays
+    # the API it plays, and a provider's own client pointed at it
     "Profile",
     "client_env",
     "resolve_profile",
+    "REMOTE_BASE_URL",
+    "provider_client",
+    "remote_provider_client",
     # scripts
     "Fault",
     "Pause",

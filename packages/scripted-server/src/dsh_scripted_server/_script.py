@@ -2,7 +2,8 @@ r"""Scripts of the scripted model server: responses, faults, pauses, and the JSO
 
 A script is a list of responses, one per ``POST /chat/completions`` of a session, in the entry
 vocabulary of ``dsh_core``'s script player: a ``ChunksEntry`` (or a bare list of dsh chunks,
-optionally with :class:`Pause` markers), a ``ThrowEntry`` (sent as its HTTP status), a
+optionally with :class:`Pause` markers), a ``ThrowEntry`` (sent as its HTTP status; with
+chunks, those then a dropped connection), a
 ``HangEntry`` (its partial text, then nothing until the server closes), or one of the
 HTTP-only :class:`Fault`\ s (``_faults``). The file format is
 ``{"sessions": [[item, …], …]}`` with each item ``{"chunks": [chunk, …]}`` or
@@ -271,13 +272,17 @@ def _from_entry(entry: ScriptEntry, source: str, where: str) -> Response:
     if isinstance(entry, ChunksEntry):
         return validate_chunks(list(entry.chunks), source, f"{where}.chunks")
     if isinstance(entry, ThrowEntry):
-        if entry.chunks or entry.status is None or not 400 <= entry.status <= 599:
+        if entry.status is None or not 400 <= entry.status <= 599:
             raise ScriptError(
                 source,
                 where,
-                "over HTTP a ThrowEntry is an error status: it needs a 4xx or 5xx status and "
-                "no chunks (use Fault.drop_after to fail a stream midway)",
+                "over HTTP a ThrowEntry is an error status: it needs a 4xx or 5xx status",
             )
+        if entry.chunks:
+            # A stream cannot change its status once it has started: what streamed first is
+            # sent, then the connection drops (the client's mid-stream failure).
+            chunks = validate_chunks(list(entry.chunks), source, f"{where}.chunks")
+            return Fault.drop_after(sum(c["type"].endswith("-delta") for c in chunks), chunks)
         return Fault.status(entry.status, message=entry.message)
     if entry.ready_file is not None:
         raise ScriptError(

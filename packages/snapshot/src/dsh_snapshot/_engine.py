@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_none
 
 from dsh_snapshot._discover import BrokenScenario, discover_each
-from dsh_snapshot._foreign import PROXY_STORES, foreign_agent
 from dsh_snapshot._runner import ScenarioResult, run_scenario
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._settings import SnapshotSettings
@@ -115,13 +114,9 @@ def _attempts(
 
 
 def _backends(scenario: Scenario, settings: SnapshotSettings) -> list[str]:
-    """The store backends ``scenario`` runs on: those asked for (or its ``snapshot.yml``'s);
-    a foreign agent's only those ``dsh-llm-proxy`` keeps recordings in, unless that leaves
-    none (then each run fails, saying why)."""
-    backends = scenario.persistences(settings.run_persistences)
-    if foreign_agent(scenario, settings.agent) is None:
-        return backends
-    return [b for b in backends if b in PROXY_STORES] or backends
+    """The store backends ``scenario`` runs on: those asked for (or its ``snapshot.yml``'s).
+    A foreign agent's too: ``dsh-llm-proxy`` records into any installed backend."""
+    return scenario.persistences(settings.run_persistences)
 
 
 def run(

@@ -32,7 +32,7 @@ import urllib.parse
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
@@ -50,7 +50,7 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, StoreKind, open_store, recorded_logs
+from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
 from dsh_snapshot._scenario import Scenario
@@ -161,7 +161,7 @@ def recording_logs(root: Path) -> list[SessionLog]:
     return creation_order([log for _, log in recorded_logs(root)])
 
 
-def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) -> None:
+def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> None:
     """Write a scenario's session fixtures into an empty proxy root the proxy can replay.
 
     Committed fixtures are normalised (every id ``{{sessionId}}``, ``createdAt`` 0), so each
@@ -172,7 +172,7 @@ def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) 
     Raises:
         DshError: a fixture cannot be read.
     """
-    store = open_store(root, kind)
+    opened = open_store(root, store)
     try:
         for index, path in enumerate(session_files):
             log = read_log_text(path.read_text(encoding="utf-8"), str(path))
@@ -184,9 +184,9 @@ def stage_recording(session_files: Sequence[Path], root: Path, kind: StoreKind) 
                 origin=header.origin,
                 delegation_depth=header.delegation_depth,
             )
-            store.create(CreateOptions(f"s{index:04d}", log.events, meta)).close()
+            opened.create(CreateOptions(f"s{index:04d}", log.events, meta)).close()
     finally:
-        store.close()
+        opened.close()
 
 
 # --- the proxy process ---------------------------------------------------------------------
@@ -276,24 +276,6 @@ def normalised_ids(session_ids: Sequence[str]) -> list[str]:
     return [s for s in session_ids if len(s) >= _MIN_NORMALISED_ID]
 
 
-PROXY_STORES: tuple[str, ...] = get_args(StoreKind)
-"""The store backends ``dsh-llm-proxy`` keeps recordings in."""
-
-
-def proxy_store(persistence: str) -> StoreKind:
-    """The proxy's store for a run's store backend.
-
-    Raises:
-        AgentError: ``dsh-llm-proxy`` keeps its recordings in JSONL or SQLite only.
-    """
-    if persistence not in PROXY_STORES:
-        raise AgentError(
-            f"store backend {persistence!r}: dsh-llm-proxy keeps recordings in "
-            f"{' or '.join(PROXY_STORES)} only, so a foreign agent runs on those"
-        )
-    return cast(StoreKind, persistence)
-
-
 @contextlib.contextmanager
 def foreign_model(
     agent: ForeignAgent,
@@ -311,16 +293,15 @@ def foreign_model(
 
     Raises:
         AgentError: no key for a live recording; no ``model.script.json`` for a scripted one;
-            a store backend the proxy does not keep recordings in; the proxy did not start.
+            the proxy did not start.
     """
     check_not_recorded_with_override(scenario)
-    kind = proxy_store(store)
     root = tmp / "proxy-root"
     root.mkdir()
     log = tmp / "proxy.stderr"
     with contextlib.ExitStack() as stack:
         if replaying:
-            stage_recording(scenario.session_files, root, kind)
+            stage_recording(scenario.session_files, root, store)
             args, env = ["replay", "--root", str(root)], _upstream_key_env("")
             env.pop(_KEY_ENV)
         else:

@@ -17,7 +17,7 @@ from dsh_core import read_log_file
 __all__ = ["OUR_TOOLS", "STEP_FIELDS", "recorded_tools", "scenario_needs", "step_needs"]
 
 # The tools dsh-acp-agent offers.
-OUR_TOOLS = frozenset({"bash", "subagent", "subagent_fork"})
+OUR_TOOLS = frozenset({"bash", "subagent", "subagent_fork", "todo_write"})
 
 # Every op upstream's June snapshot harness drives (``snapshot-harness.ts``), plus our
 # ``loadSession``, with the fields each takes besides ``op``.

@@ -13,9 +13,12 @@ differently (system prompt, tools, how defaults resolve); ``agent_env`` still ov
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from pydantic import TypeAdapter, ValidationError
 
-from dsh_core.plugins import PluginError, env_prefix, model_provider
+from dsh_core.plugins import PluginError, env_prefix, model_provider, model_provider_names
 from dsh_llm_replay import LIVE_PROVIDER_ENV
 from dsh_snapshot._scenario import META_FILE, Scenario
 
@@ -30,8 +33,9 @@ PROVENANCE_SETTINGS = {
 
 
 def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
-    """The agent's variables that make the live provider of a replay the recording's (none
-    for a scenario without ``provenance:``, a scripted or authored one):
+    """The agent's variables that make the live provider of a replay the recording's (for a
+    scenario without ``provenance:``, a scripted or authored one, only the provider its
+    recorded request header names, when that one is installed: its defaults made it):
     ``DSH_REPLAY_LIVE_PROVIDER`` and, for each recorded setting the provider's settings have,
     ``<env_prefix><FIELD>`` (``DEEPSEEK_MODEL=deepseek-v4-pro``). A provider that is not
     installed here gets only its name: replay then compares prompt and tools, not the config.
@@ -42,7 +46,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
     """
     provenance = scenario.meta.provenance if scenario.meta is not None else None
     if provenance is None:
-        return {}
+        return _scripted_provider_env(scenario)
     env = {LIVE_PROVIDER_ENV: provenance.provider}
     try:
         provider = model_provider(provenance.provider)
@@ -71,3 +75,24 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
             ) from None
         env[variable] = str(value)
     return env
+
+
+def _scripted_provider_env(scenario: Scenario) -> dict[str, str]:
+    # A scripted recording is made with the record provider's defaults (DSH_RECORD_PROVIDER),
+    # which its first request header names: replay asks that provider, not the default one.
+    primary = scenario.primary_file
+    if not primary.is_file():
+        return {}
+    with primary.open(encoding="utf-8") as lines:
+        for line in lines:
+            if '"request/header"' not in line:
+                continue
+            try:
+                event: Any = json.loads(line)
+                name: Any = event["data"]["header"]["config"]["provider"]
+            except (ValueError, KeyError, TypeError):
+                return {}  # the replay's own reading of the log names what is wrong
+            if isinstance(name, str) and name in model_provider_names():
+                return {LIVE_PROVIDER_ENV: name}
+            return {}
+    return {}

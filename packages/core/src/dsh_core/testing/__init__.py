@@ -8,8 +8,9 @@ reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that
 with the upstream recordings; ``tool_context`` lets a test call one tool directly;
 ``assert_public_api`` pins a package's ``__all__``; ``ScriptedModel`` plays scripts in
 process through the core script player.
-``StoreConformance`` needs pytest and is imported on first use, so ``import dsh_core.testing``
-works without it.
+``ModelClientConformance`` is the same for model clients (the chunk union, error codes,
+cancellation, redaction, the live-call guard). The suites need pytest and are imported on
+first use, so ``import dsh_core.testing`` works without it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ from dsh_core.testing._scripted import (
 
 if TYPE_CHECKING:
     from dsh_core.testing._conformance import StoreConformance
+    from dsh_core.testing._model_conformance import (
+        ModelClientConformance,
+        ScriptedClientFactory,
+        chunk_union_problems,
+    )
 
 __all__ = [
     "DAMAGED_LOGS",
@@ -47,11 +53,14 @@ __all__ = [
     "CrashReport",
     "DamagedLog",
     "InMemorySessionStore",
+    "ModelClientConformance",
     "ScriptError",
     "ScriptLike",
+    "ScriptedClientFactory",
     "ScriptedModel",
     "StoreConformance",
     "assert_public_api",
+    "chunk_union_problems",
     "corpus_cache",
     "corpus_unavailable",
     "crash_kills",
@@ -66,10 +75,17 @@ __all__ = [
 ]
 
 
+_MODEL_SUITE = ("ModelClientConformance", "ScriptedClientFactory", "chunk_union_problems")
+
+
 def __getattr__(name: str) -> Any:
-    # pytest is a test dependency only: load the suite when someone asks for it
+    # pytest is a test dependency only: load the suites when someone asks for them
     if name == "StoreConformance":
         from dsh_core.testing._conformance import StoreConformance  # noqa: PLC0415
 
         return StoreConformance
+    if name in _MODEL_SUITE:
+        from dsh_core.testing import _model_conformance  # noqa: PLC0415
+
+        return getattr(_model_conformance, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
