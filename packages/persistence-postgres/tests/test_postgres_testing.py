@@ -8,10 +8,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from dsh_persistence_postgres import testing
 from dsh_persistence_postgres.testing import (
+    EXTERNAL_DSN_ENV,
     TemporaryPostgres,
     find_postgres_bindir,
     main,
+    server_for_tests,
 )
 
 _PROBE = """
@@ -50,3 +53,36 @@ def test_a_folder_without_initdb_fails_saying_so_and_leaves_nothing(tmp_path: Pa
     with pytest.raises(RuntimeError, match="initdb failed"), server:
         pass
     assert not server.folder.exists()
+
+
+def _not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # PostgreSQL is installed here; where it is not, discovery finds nothing, as this does.
+    monkeypatch.setattr(testing, "find_postgres_bindir", lambda: None)
+    monkeypatch.delenv(EXTERNAL_DSN_ENV, raising=False)
+
+
+def test_without_postgresql_the_tests_skip_saying_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _not_installed(monkeypatch)
+    monkeypatch.delenv("CI", raising=False)
+    with (
+        pytest.raises(pytest.skip.Exception, match=r"apt-get install postgresql"),
+        server_for_tests(),
+    ):
+        pass
+
+
+def test_without_postgresql_under_ci_the_tests_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    _not_installed(monkeypatch)
+    monkeypatch.setenv("CI", "true")
+    failed = pytest.raises(pytest.fail.Exception, match=r"CI=true and PostgreSQL is not installed")
+    with failed, server_for_tests():
+        pass
+
+
+def test_an_external_server_is_used_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    _not_installed(monkeypatch)  # nothing is started: the named server is the one
+    monkeypatch.setenv(EXTERNAL_DSN_ENV, "host=db.example port=5432")
+    with server_for_tests() as dsn:
+        assert dsn == "host=db.example port=5432"

@@ -227,6 +227,12 @@ def _compare(
     exp_logs, exp_frames = _expected(scenario)
     if allowances.any:
         logs, frames = apply_allowances(allowances, exp_logs, logs, exp_frames, frames)
+    if scenario.meta is None and not logs and len(exp_logs) == 1 and len(exp_logs[0]) == 1:
+        # An upstream folder whose session.jsonl is a bare header (the zero id, createdAt 0)
+        # where no session was ever created (reject-extra-dirs): upstream's harness needs the
+        # file to start its replay client but compares logs only for scenarios with a model
+        # turn (head acp-snapshot suite.ts: comparesLog ?? hasModelTurn).
+        exp_logs = []
     if len(exp_logs) != len(logs):
         result.failures.append(
             f"session count: expected {len(exp_logs)} logs "
