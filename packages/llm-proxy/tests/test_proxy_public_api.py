@@ -12,6 +12,7 @@ def test_public_names() -> None:
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
+        "Scrub",
         "SessionBook",
         "SessionConflictError",
         "detect_store",
@@ -25,6 +26,7 @@ def test_public_names() -> None:
         "MODES",
         "llm_proxy",
         "llm_proxy_key_env",
+        "llm_proxy_scrub",
         "llm_proxy_upstream",
         "recording_dir",
     ]

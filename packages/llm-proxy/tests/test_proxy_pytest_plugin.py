@@ -69,3 +69,67 @@ def test_replay_without_a_recording_fails_saying_how_to_make_one(
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*no recording for this test*--llm-proxy-mode=once*"])
+
+
+def test_record_never_removes_a_recording_before_the_new_one_is_clean(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream_key: str,
+    make_text: Callable[..., list[Chunk]],
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_agent=AGENT_TEST.format(calls=1))
+    folder = pytester.path / "llm_recordings" / "test_agent" / "test_hello"
+    with ScriptedModelServer([[make_text(["hello"])]], api_key=upstream_key) as upstream:
+        monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", upstream.base_url)
+        pytester.runpytest_inprocess("--llm-proxy-mode=record", "-p", "no:cacheprovider")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert len(list(folder.glob("*.jsonl"))) == 1
+
+    # No key: the old recording stays, and the failure says so.
+    monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")
+    keyless = pytester.runpytest_inprocess("--llm-proxy-mode=record", "-p", "no:cacheprovider")
+    keyless.assert_outcomes(errors=1)
+    keyless.stdout.fnmatch_lines(["*API key is not set*is kept as it was*"])
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+    # A test that fails while recording: its half-made recording is dropped, the old kept.
+    monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_KEY", upstream_key)
+    with ScriptedModelServer([[make_text(["goodbye"])]], api_key=upstream_key) as upstream:
+        monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", upstream.base_url)
+        failed = pytester.runpytest_inprocess("--llm-proxy-mode=record", "-p", "no:cacheprovider")
+    failed.assert_outcomes(failed=1)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["test_hello"]
+
+
+def test_ini_scrubbers_apply_before_writing(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream_key: str,
+    make_text: Callable[..., list[Chunk]],
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nllm_proxy_scrub =\n    {{run}}=run-[0-9]+\n")
+    pytester.makepyfile(
+        test_agent="""
+import openai, random
+
+def test_hello(llm_proxy):
+    with openai.OpenAI(base_url=llm_proxy, api_key="dummy", max_retries=0) as client:
+        text = f"hi from run-{random.randint(1, 10**9)}"
+        reply = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": text}]
+        )
+        assert reply.choices[0].message.content == "hello"
+"""
+    )
+    with ScriptedModelServer([[make_text(["hello"])]], api_key=upstream_key) as upstream:
+        monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", upstream.base_url)
+        recorded = pytester.runpytest_inprocess("--llm-proxy-mode=record", "-p", "no:cacheprovider")
+    recorded.assert_outcomes(passed=1)
+    folder = pytester.path / "llm_recordings" / "test_agent" / "test_hello"
+    (log,) = folder.glob("*.jsonl")
+    assert "hi from {{run}}" in log.read_text(encoding="utf-8")
+    monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)

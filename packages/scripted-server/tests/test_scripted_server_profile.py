@@ -7,11 +7,14 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from pydantic_settings import SettingsConfigDict
 
+from dsh_core import plugins as registry
 from dsh_core.plugins import UnknownPluginError
 from dsh_llm_openai import ChatSettings
 from dsh_scripted_server import ScriptedModelServer, client_env, resolve_profile
@@ -82,10 +85,56 @@ def test_a_profile_by_provider_name() -> None:
         ScriptedModelServer(profile="no-such-provider")
 
 
+_NOT_CHAT_MODULE = """
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class NotChatSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NOT_CHAT_")
+    model: str = "m"
+
+
+class Provider:
+    name = "not-chat"
+    settings_model = NotChatSettings
+    secret_env_names = ()
+
+    def create(self):
+        raise NotImplementedError("never created: the profile lookup only reads the settings")
+
+
+PROVIDER = Provider()
+"""
+
+
+@pytest.fixture
+def not_chat_provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An installed ``dsh.models`` provider whose settings are not a ChatSettings (as the
+    replay provider's are not): a real distribution on ``sys.path``, read by entry point."""
+    site = tmp_path / "site"
+    dist_info = site / "not_chat-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: not-chat\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (dist_info / "entry_points.txt").write_text(
+        "[dsh.models]\nnot-chat = not_chat_provider:PROVIDER\n", encoding="utf-8"
+    )
+    (site / "not_chat_provider.py").write_text(_NOT_CHAT_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))  # pyright: ignore[reportUnknownMemberType]
+    registry._entries.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    registry._load.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    yield
+    registry._entries.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    registry._load.cache_clear()  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.usefixtures("not_chat_provider")
 def test_a_provider_that_is_not_on_the_wire_is_refused() -> None:
-    # The replay provider has settings, but it does not speak chat completions.
-    with pytest.raises(ValueError, match="'replay' does not speak chat completions"):
-        resolve_profile("replay")
+    # A provider with settings that are not chat-completions settings (the replay
+    # provider is one): the scripted server cannot play it and says so.
+    with pytest.raises(ValueError, match="'not-chat' does not speak chat completions"):
+        resolve_profile("not-chat")
 
 
 def test_client_env_names_the_profiles_variables() -> None:

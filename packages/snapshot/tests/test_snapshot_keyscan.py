@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsh_snapshot import ScenarioError, load_scenario, redact, scan_file, scan_folder
-from dsh_snapshot._keyscan import digest
+from dsh_snapshot._keyscan import digest, scan_text
 from dsh_snapshot._provenance import with_provenance
 
 
@@ -128,6 +128,49 @@ def test_an_allowlist_entry_hides_exactly_its_finding_and_stale_ones_are_reporte
     meta_file = tmp_path / "snapshot.yml"
     meta_file.write_text(with_provenance(meta_file.read_text(), "scripted", None))
     assert load_scenario(tmp_path).meta == meta
+
+
+def test_an_allowlist_entry_is_pinned_to_the_value_not_the_line(tmp_path: Path) -> None:
+    key = _key()
+    (tmp_path / "notes.txt").write_text(f"example: {key}\n")
+    _meta(tmp_path, f"  - file: notes.txt\n    hash: {digest(key)}\n    reason: a doc sample\n")
+    meta = load_scenario(tmp_path).meta
+    assert meta is not None
+    assert scan_folder(tmp_path, meta.secrets_allowlist) == []
+    # Lines added above move the value: the entry still covers it.
+    (tmp_path / "notes.txt").write_text(f"a new first line\n\nexample: {key}\n")
+    assert scan_folder(tmp_path, meta.secrets_allowlist) == []
+    # Another value in its place is a finding, and the entry is stale.
+    (tmp_path / "notes.txt").write_text(f"example: {_key()}\n")
+    assert [f.file for f in scan_folder(tmp_path, meta.secrets_allowlist)] == [
+        "notes.txt",
+        "snapshot.yml",
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'OPENAI_API_KEY: "placeholder"',
+        "api_key = 'dummy'",
+        'api_key: "your-api-key-here"',
+        "api_key: ${OPENAI_API_KEY}",
+        "api_key: '{{key}}'",
+        "api_key: <your key>",
+        "api_key = xxxxxxxxxxxxxxxxxxxx",
+        "api_key_env: DSH_PROXY_UPSTREAM_KEY",
+        "secret_key = OPENAI_API_KEY",
+        'password = "changeme"',
+    ],
+)
+def test_placeholders_and_variable_names_are_not_findings(tmp_path: Path, line: str) -> None:
+    assert scan_text(line, tmp_path / "f", "f") == []
+
+
+def test_a_real_value_beside_a_placeholder_word_is_still_found(tmp_path: Path) -> None:
+    key = _key()
+    assert len(scan_text(f'api_key = "placeholder-{key}"', tmp_path / "f", "f")) == 1
+    assert len(scan_text('password = "hunter2-correct-horse"', tmp_path / "f", "f")) == 1
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dsh_core._logformat import SessionLog, dumps_event, dumps_header, read_log
@@ -60,6 +60,10 @@ class Normalizer:
         session_ids: ids to replace with ``{{sessionId}}`` even when they are not UUIDs.
         names: ids to replace with their own placeholder (the tree scheme); they win over
             ``session_ids`` and over the UUID sweep.
+        literals: other run-specific strings and their placeholders (a run's private home
+            and temp dir: ``{{home}}``, ``{{tmp}}``); replaced with the cwds, longest first.
+        patterns: user scrubbers, ``(regex, placeholder)``, applied last, in order, to the
+            text the other replacements left (a date, a port, a version).
     """
 
     def __init__(
@@ -67,21 +71,29 @@ class Normalizer:
         cwds: Iterable[str] = (),
         session_ids: Iterable[str] = (),
         names: Mapping[str, str] | None = None,
+        *,
+        literals: Mapping[str, str] | None = None,
+        patterns: Sequence[tuple[re.Pattern[str], str]] = (),
     ) -> None:
-        self._cwds = sorted({c for c in cwds if c}, key=len, reverse=True)
+        pairs = {c: CWD for c in cwds if c} | {k: v for k, v in (literals or {}).items() if k}
+        self._literals = sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True)
+        self._patterns = tuple(patterns)
         self._names = sorted((names or {}).items(), key=lambda kv: len(kv[0]), reverse=True)
         named = {k for k, _ in self._names}
         self._ids = sorted({s for s in session_ids if s and s not in named}, key=len, reverse=True)
 
     def text(self, value: str) -> str:
         """One string, normalised."""
-        for cwd in self._cwds:
-            value = value.replace(cwd, CWD)
+        for literal, placeholder in self._literals:
+            value = value.replace(literal, placeholder)
         for sid, name in self._names:
             value = value.replace(sid, name)
         for sid in self._ids:
             value = value.replace(sid, SESSION_ID)
-        return _UUID.sub(SESSION_ID, value)
+        value = _UUID.sub(SESSION_ID, value)
+        for pattern, placeholder in self._patterns:
+            value = pattern.sub(_literal(placeholder), value)
+        return value
 
     def value(self, value: Any) -> Any:
         """A JSON value, normalised recursively (keys are kept as they are)."""
@@ -145,9 +157,12 @@ def log_normalizer(
     tree: bool,
     cwds: Iterable[str] = (),
     session_ids: Iterable[str] = (),
+    literals: Mapping[str, str] | None = None,
+    patterns: Sequence[tuple[re.Pattern[str], str]] = (),
 ) -> Normalizer:
     """The normaliser for a set of logs (already in :func:`creation_order`) and what else a run
-    names: the cwds and ids of their headers, plus ``cwds`` and ``session_ids``.
+    names: the cwds and ids of their headers, plus ``cwds`` and ``session_ids``; ``literals``
+    and ``patterns`` as :class:`Normalizer` takes them.
 
     With ``tree``, the ``i``-th log's id becomes ``{{session:i}}``; ids that are already
     placeholders (a committed fixture) stay as they are. Without it, upstream's flat scheme.
@@ -164,7 +179,7 @@ def log_normalizer(
                 ids.add(sid)
         if tree and not _is_placeholder(header.id):
             names.setdefault(header.id, session_placeholder(index))
-    return Normalizer(all_cwds, ids, names)
+    return Normalizer(all_cwds, ids, names, literals=literals, patterns=patterns)
 
 
 def dumps_line(value: Any) -> str:
@@ -221,3 +236,9 @@ def normalize_frames(frames: Iterable[Any], normalizer: Normalizer) -> list[Any]
             value["id"] = ids.setdefault(key, len(ids) + 1)
         out.append(value)
     return out
+
+
+def _literal(placeholder: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that inserts ``placeholder`` as it is (``re.sub`` would read its
+    backslashes as escapes)."""
+    return lambda _: placeholder

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         open_store,
         recorded_logs,
     )
+    from dsh_llm_proxy._scrub import Scrub
     from dsh_llm_proxy._server import ProxyServer, load_recording
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "ProxyServer",
+    "Scrub",
     "main",
     # sessions
     "SessionBook",
@@ -51,6 +53,7 @@ _HOMES = {
     "DEFAULT_UPSTREAM": "_defaults",
     "REPORT_PATH": "_defaults",
     "ProxyServer": "_server",
+    "Scrub": "_scrub",
     "load_recording": "_server",
     "main": "_cli",
     "SessionBook": "_book",

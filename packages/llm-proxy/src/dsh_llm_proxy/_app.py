@@ -27,6 +27,7 @@ from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
 from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
 from dsh_llm_proxy._guard import LocalOnly
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
     ReplayCallError,
@@ -88,15 +89,17 @@ class RecordEngine:
         store: where the session logs go.
         upstream: the upstream API root (``/chat/completions`` is appended).
         api_key: the upstream key, from the proxy's own environment.
+        scrub: applied to every event before it is written.
     """
 
     store: SessionStore
     upstream: str
     api_key: str
     timeout: float = 600.0
+    scrub: Scrub = field(default_factory=Scrub)
 
     def __post_init__(self) -> None:
-        self.book = SessionBook(self.store)
+        self.book = SessionBook(self.store, scrub=self.scrub.value if self.scrub else None)
         self._http: httpx.AsyncClient | None = None
 
     @property
@@ -235,13 +238,18 @@ class _Relay:
 
 @dataclass
 class ReplayEngine:
-    """Answers from recorded scripts, keylessly, by ``dsh_llm_replay``'s binding rules."""
+    """Answers from recorded scripts, keylessly, by ``dsh_llm_replay``'s binding rules.
+
+    ``scrub`` is applied to the recorded and the live request before they are compared, and
+    puts the live values of its literals back into the answers (see :class:`Scrub`).
+    """
 
     client: ReplayModelClient
     models_seen: Sequence[str] = ()
     recorded_inputs: Mapping[str, Sequence[Sequence[str]]] = field(
         default_factory=dict[str, Sequence[Sequence[str]]]
     )
+    scrub: Scrub = field(default_factory=Scrub)
 
     def __post_init__(self) -> None:
         self.book = SessionBook(None)
@@ -259,7 +267,8 @@ class ReplayEngine:
         drift = self._drift(call, source, number)
         if drift is not None:
             return drift
-        expected, live = list(recorded[number - 1]), call.inputs()
+        expected = [self.scrub.text(i) for i in recorded[number - 1]]
+        live = [self.scrub.text(i) for i in call.inputs()]
         if expected == live:
             return None
         return (
@@ -273,7 +282,9 @@ class ReplayEngine:
         expected = None if script is None else script.request_headers.for_call(number)
         if expected is None:
             return None  # a recording without headers cannot be checked
-        difference = first_header_difference(expected, call.request_header)
+        difference = first_header_difference(
+            self.scrub.value(expected), self.scrub.value(call.request_header)
+        )
         if difference is None:
             return None
         return (
@@ -308,7 +319,9 @@ class ReplayEngine:
         if isinstance(read, JSONResponse):
             return read
         body, call = read
-        chunks = self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
+        chunks = self.scrub.restored(
+            self.client.stream(ModelRequest(session_id=call.session_id, messages=[]))
+        )
         model = str(body.get("model", ""))
         # Pull the first chunk before answering, so that a call the recording cannot serve is
         # an HTTP error, not a broken stream.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -154,10 +154,15 @@ class SessionBook:
     Args:
         store: where logs go; ``None`` keeps them in memory only (replay needs the inference,
             not the logs).
+        scrub: applied to each event's data before it is logged (placeholders for paths and
+            user scrubbers, see :mod:`dsh_llm_proxy._scrub`).
     """
 
-    def __init__(self, store: SessionStore | None) -> None:
+    def __init__(
+        self, store: SessionStore | None, scrub: Callable[[Any], Any] | None = None
+    ) -> None:
         self._store = store
+        self._scrub = scrub
         self._sessions: list[_Tracked] = []
         self._stamp = itertools.count(1)
         # New sessions whose first call failed, by that call's conversation: the client's retry
@@ -323,7 +328,7 @@ class SessionBook:
         at = call.received
 
         def add(kind: str, data: dict[str, Any], time: int = at) -> None:
-            s.record(kind, data, time=time)
+            s.record(kind, self._scrub(data) if self._scrub else data, time=time)
 
         def open_turn() -> None:
             if not t.turn_open:

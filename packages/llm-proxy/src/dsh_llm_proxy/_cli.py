@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from dsh_core import DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
 from dsh_llm_proxy._app import DEFAULT_UPSTREAM
+from dsh_llm_proxy._scrub import Scrub, parse_assignment
 from dsh_llm_proxy._server import ProxyServer
 
 __all__ = ["main"]
@@ -48,7 +49,40 @@ def _parser() -> argparse.ArgumentParser:
     replay = modes.add_parser("replay", help="answer from a recording, keylessly")
     replay.add_argument("--root", required=True, help="folder holding the recording")
     replay.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    for command in (record, replay):
+        _add_scrub_arguments(command)
     return parser
+
+
+def _assignment(what: str) -> Callable[[str], tuple[str, str]]:
+    def parse(text: str) -> tuple[str, str]:
+        try:
+            return parse_assignment(text, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _add_scrub_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--literal",
+        type=_assignment("--literal"),
+        action="append",
+        default=[],
+        metavar="{{NAME}}=VALUE",
+        help="replace VALUE (a path of this run) with {{NAME}} in what is written and "
+        "compared; replay puts VALUE back into answers that hold {{NAME}} (repeatable)",
+    )
+    command.add_argument(
+        "--scrub",
+        type=_assignment("--scrub"),
+        action="append",
+        default=[],
+        metavar="{{NAME}}=REGEX",
+        help="replace every match of REGEX with {{NAME}} in what is written and compared "
+        "(repeatable; applied in order, after --literal)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
+        scrub = Scrub.build(args.literal, args.scrub)
         if args.mode == "record":
             server = ProxyServer.record(
                 args.root,
@@ -67,11 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 upstream=args.upstream,
                 api_key_env=args.api_key_env,
                 port=args.port,
+                scrub=scrub,
             )
         else:
-            server = ProxyServer.replay(args.root, port=args.port)
+            server = ProxyServer.replay(args.root, port=args.port, scrub=scrub)
         base_url = server.base_url
-    except (DshError, OSError) as exc:
+    except (DshError, OSError, ValueError) as exc:
         print(f"dsh-llm-proxy: {exc}", file=sys.stderr)
         return 2
     server.serve_forever(ready=lambda: print(f"BASE_URL={base_url}", flush=True))

@@ -26,6 +26,7 @@ from dsh_llm_proxy._app import (
 )
 from dsh_llm_proxy._book import call_inputs
 from dsh_llm_proxy._root import detect_store, open_store
+from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
@@ -116,8 +117,9 @@ class ProxyServer:
         upstream: str = DEFAULT_UPSTREAM,
         api_key_env: str = "DEEPSEEK_API_KEY",
         port: int = 0,
+        scrub: Scrub | None = None,
     ) -> ProxyServer:
-        """A recording proxy writing into ``root``.
+        """A recording proxy writing into ``root``, each event through ``scrub`` first.
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
@@ -133,16 +135,18 @@ class ProxyServer:
                 f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
                 "record into an empty folder (or delete it first)"
             )
-        return cls(RecordEngine(opened, upstream, key), opened, port)
+        return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
 
     @classmethod
-    def replay(cls, root: Path | str, *, port: int = 0) -> ProxyServer:
-        """A keyless proxy answering from the recording in ``root``."""
+    def replay(cls, root: Path | str, *, port: int = 0, scrub: Scrub | None = None) -> ProxyServer:
+        """A keyless proxy answering from the recording in ``root``; ``scrub`` applies to both
+        sides of each request comparison and puts its literals back into the answers."""
         recording = load_recording(root)
         # The engine compares each call's header itself: the client never sees the request's
         # model, system prompt or tools (the wire's, not a ModelRequest's).
         client = ReplayModelClient(recording.scripts, check_headers=False)
-        return cls(ReplayEngine(client, recording.models, recording.inputs), None, port)
+        engine = ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub())
+        return cls(engine, None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

@@ -7,7 +7,13 @@
 
 - ``replay`` (default): keyless; a test without a recording fails, saying how to make one.
 - ``once``: replay when the test has a recording, record it when not.
-- ``record``: record again, replacing the test's folder.
+- ``record``: record again; the test's folder is replaced only once the new recording is
+  complete and clean (the test passed): a failing test, or a missing key, leaves the old one.
+
+Scrubbers (``llm_proxy_scrub`` in the ini file, one ``{{name}}=REGEX`` a line, or the
+``llm_proxy_scrub`` fixture returning a :class:`dsh_llm_proxy.Scrub`) turn run-specific text
+(a temp path, a date) into placeholders before it is written and before a replayed request is
+compared with the recorded one.
 
 Recording needs the upstream key in the environment variable ``--llm-proxy-key-env`` names
 (default ``DEEPSEEK_API_KEY``) and goes to ``--llm-proxy-upstream``; a project can override the
@@ -19,17 +25,27 @@ an unrecorded session) fails the test at teardown, naming each problem.
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from dsh_core import DshError
+
 # Every pytest run with this package installed loads the plugin: the server (starlette, httpx,
 # uvicorn) is imported only by a test that asks for the fixture.
 from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM
+from dsh_llm_proxy._publish import publish_recording, scratch_root
+from dsh_llm_proxy._scrub import Scrub, parse_assignment
 
-__all__ = ["MODES", "llm_proxy", "llm_proxy_key_env", "llm_proxy_upstream", "recording_dir"]
+__all__ = [
+    "MODES",
+    "llm_proxy",
+    "llm_proxy_key_env",
+    "llm_proxy_scrub",
+    "llm_proxy_upstream",
+    "recording_dir",
+]
 
 MODES = ("replay", "once", "record")
 RECORDINGS = "llm_recordings"
@@ -53,6 +69,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="DEEPSEEK_API_KEY",
         help="environment variable holding the upstream key when recording",
     )
+    parser.addini(
+        "llm_proxy_scrub",
+        type="linelist",
+        default=[],
+        help="scrubbers, one {{name}}=REGEX a line: matches become {{name}} before a recording "
+        "is written and before a replayed request is compared",
+    )
+
+
+_OUTCOME = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Remember whether the test body passed: a recording is kept only then."""
+    report = yield
+    if report.when == "call":
+        item.stash[_OUTCOME] = report.passed
+    return report
 
 
 def recording_dir(node: pytest.Item) -> Path:
@@ -75,6 +112,16 @@ def llm_proxy_key_env(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def llm_proxy_scrub(request: pytest.FixtureRequest) -> Scrub:
+    """The scrubbers of the ini option ``llm_proxy_scrub`` (override for others)."""
+    lines = [str(line) for line in request.config.getini("llm_proxy_scrub")]
+    try:
+        return Scrub.build(patterns=[parse_assignment(line, "llm_proxy_scrub") for line in lines])
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.fixture
 def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
     """The base URL of a proxy recording or replaying this test's model calls."""
     from dsh_llm_proxy._server import ProxyServer  # noqa: PLC0415 - see the imports above
@@ -83,6 +130,8 @@ def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
     node = request.node
     assert isinstance(node, pytest.Item)
     folder = recording_dir(node)
+    scrub = request.getfixturevalue("llm_proxy_scrub")
+    assert isinstance(scrub, Scrub)
     if mode == "once":
         mode = "replay" if folder.is_dir() else "record"
     if mode == "replay":
@@ -92,20 +141,28 @@ def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
                 "--llm-proxy-mode=once (or record) and the upstream key set",
                 pytrace=False,
             )
-        server = ProxyServer.replay(folder)
-    else:
-        if folder.exists():
-            shutil.rmtree(folder)
-        # Only recording needs an upstream and a key: replay never asks for them.
+        with ProxyServer.replay(folder, scrub=scrub) as server:
+            yield server.base_url
+            problems = server.problems()
+        if problems:
+            pytest.fail(
+                "the recording was not consumed exactly:\n  " + "\n  ".join(problems),
+                pytrace=False,
+            )
+        return
+    # Record into a scratch folder beside the recording: the old one stays until the new one
+    # is complete and clean. Only recording needs an upstream and a key.
+    scratch = scratch_root(folder)
+    try:
         server = ProxyServer.record(
-            folder,
+            scratch,
             upstream=str(request.getfixturevalue("llm_proxy_upstream")),
             api_key_env=str(request.getfixturevalue("llm_proxy_key_env")),
+            scrub=scrub,
         )
+    except DshError as exc:
+        pytest.fail(f"{exc}; the recording in {folder} is kept as it was", pytrace=False)
     with server:
         yield server.base_url
-        problems = server.problems()
-    if problems:
-        pytest.fail(
-            "the recording was not consumed exactly:\n  " + "\n  ".join(problems), pytrace=False
-        )
+    # A failed test's recording is dropped (its failure is the report); the old one stays.
+    publish_recording(scratch, folder, keep=node.stash.get(_OUTCOME, False))

@@ -39,6 +39,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import (
+    CWD,
     ConfinedCommand,
     CreateOptions,
     DshError,
@@ -53,6 +54,7 @@ from dsh_core import (
 from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
+from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._served import served_base_url, stderr_tail
 
@@ -70,9 +72,11 @@ __all__ = [
 ]
 
 _KEY_ENV = "DSH_PROXY_UPSTREAM_KEY"
-# What the agent must not inherit from the caller: a key it could send past the proxy, or a
-# proxy setting that would route its loopback calls elsewhere.
-_WITHHELD = re.compile(r"(?i)(_API_KEY|^HTTPS?_PROXY|^ALL_PROXY)$")
+# What the agent must not inherit from the caller: a key it could send past the proxy, a
+# proxy setting that would route its loopback calls elsewhere, or a preloaded library and
+# libfaketime's settings (the agent's clock is the scenario's ``clock:``; a gate run under
+# faketime would hand it shared memory the sandboxed agent may not open).
+_WITHHELD = re.compile(r"(?i)(_API_KEY$|^HTTPS?_PROXY$|^ALL_PROXY$|^LD_PRELOAD$|^FAKETIME)")
 # An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
 # string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
 _MIN_NORMALISED_ID = 8
@@ -245,6 +249,7 @@ class ForeignModel:
 
         Raises:
             SandboxUnavailableError: strict (CI) and bubblewrap cannot run here.
+            ClockUnavailableError: ``clock:`` is set and ``faketime`` is not installed.
         """
         env = self.agent.environment(self.base_url, str(self.sandbox.home), str(self.sandbox.tmp))
         port = urllib.parse.urlsplit(self.base_url).port
@@ -252,8 +257,10 @@ class ForeignModel:
         readable = [str(self.scenario.path)]
         if self.agent.from_user:
             readable += [arg for arg in argv[1:] if os.path.isabs(arg) and os.path.exists(arg)]
+        # Under libfaketime when the scenario fixes the clock (faketime runs inside).
+        clock = self.scenario.meta.clock if self.scenario.meta is not None else None
         confined = self.sandbox.confine(
-            argv, str(cwd), env=env, readable=readable, forward_port=port
+            clock_command(clock, argv), str(cwd), env=env, readable=readable, forward_port=port
         )
         self.confined.append(confined)
         try:
@@ -261,6 +268,12 @@ class ForeignModel:
                                 pass_fds=confined.pass_fds)  # fmt: skip
         finally:
             confined.started()
+
+    @property
+    def literals(self) -> dict[str, str]:
+        """The run's private home and temp dir and their placeholders (the cwd is the
+        normaliser's own)."""
+        return {str(self.sandbox.home): HOME, str(self.sandbox.tmp): TMP}
 
     def logs(self) -> list[SessionLog]:
         """The run's session logs: the committed fixtures in replay (the proxy writes none),
@@ -287,6 +300,7 @@ def foreign_model(
     tmp: Path,
     api_key: str | None,
     timeout: float,
+    cwd: Path | None = None,
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
     ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
@@ -299,10 +313,15 @@ def foreign_model(
     root = tmp / "proxy-root"
     root.mkdir()
     log = tmp / "proxy.stderr"
+    # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
+    # bash tool's sandbox, reaching only the proxy.
+    mode = "strict" if os.environ.get("CI") == "true" else "warn"
+    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
-            args, env = ["replay", "--root", str(root)], _upstream_key_env("")
+            args = ["replay", "--root", str(root), *_scrub_arguments(scenario, sandbox, cwd)]
+            env = _upstream_key_env("")
             env.pop(_KEY_ENV)
         else:
             upstream = os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_UPSTREAM
@@ -315,16 +334,25 @@ def foreign_model(
             args += ["--api-key-env", _KEY_ENV]
             env = _upstream_key_env(key)
         base_url = stack.enter_context(_proxy(args, env, log, timeout))
-        # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
-        # bash tool's sandbox, reaching only the proxy.
-        mode = "strict" if os.environ.get("CI") == "true" else "warn"
-        sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
         model = ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
             report = _fetch_report(base_url, timeout, log)
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _scrub_arguments(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> list[str]:
+    """The replaying proxy's ``--literal`` / ``--scrub`` arguments: the run's paths become
+    the placeholders the recording holds (and are put back into its answers), then the
+    scenario's own scrubbers, on both sides of each request comparison."""
+    paths = {HOME: str(sandbox.home), TMP: str(sandbox.tmp)}
+    if cwd is not None:
+        paths[CWD] = str(cwd)
+    args = [f"--literal={name}={value}" for name, value in paths.items()]
+    scrubbers = scenario.meta.scrub if scenario.meta is not None else ()
+    args += [f"--scrub={s.placeholder}={s.pattern}" for s in scrubbers]
+    return args
 
 
 def _fetch_report(base_url: str, timeout: float, log: Path) -> object:

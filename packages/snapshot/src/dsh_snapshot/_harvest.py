@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +27,7 @@ from dsh_core import (
     read_log_file,
 )
 from dsh_core.plugins import store_backend
+from dsh_snapshot._determinism import Determinism, ignore_fields, order_free, patterns
 from dsh_snapshot._scenario import Scenario
 
 __all__ = ["FileCache", "expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
@@ -68,12 +69,26 @@ def normalized_outputs(
     *,
     cwds: Iterable[str] = (),
     session_ids: Iterable[str] = (),
+    literals: Mapping[str, str] | None = None,
 ) -> tuple[list[list[Any]], list[Any]]:
     """A run's harvested logs (in :func:`harvest_logs` order) and stdout frames, normalised:
     our scenarios name sessions by the tree scheme (``{{session:N}}``), upstream folders
-    (no ``snapshot.yml``) by upstream's flat one (see :mod:`dsh_core._normalize`)."""
-    norm = log_normalizer(logs, tree=scenario.meta is not None, cwds=cwds, session_ids=session_ids)
-    return [normalize_log(log, norm) for log in logs], normalize_frames(frames, norm)
+    (no ``snapshot.yml``) by upstream's flat one (see :mod:`dsh_core._normalize`); then the
+    scenario's own rules (:mod:`dsh_snapshot._determinism`): ``literals`` (the run's home and
+    temp dir → their placeholders) and ``scrub:`` in the text, ``ignore_fields:`` and
+    ``unordered_updates:`` in the structure. The expected side goes through the same."""
+    rules = scenario.meta.determinism if scenario.meta is not None else Determinism()
+    norm = log_normalizer(
+        logs,
+        tree=scenario.meta is not None,
+        cwds=cwds,
+        session_ids=session_ids,
+        literals=literals,
+        patterns=patterns(rules.scrub),
+    )
+    out_logs = [ignore_fields(normalize_log(log, norm), rules.ignore_fields) for log in logs]
+    out_frames = ignore_fields(normalize_frames(frames, norm), rules.ignore_fields)
+    return out_logs, order_free(out_frames, rules.unordered_updates)
 
 
 _T = TypeVar("_T")

@@ -8,7 +8,9 @@ over every decoded view of every file (see ``_decode``): escapes undone, base64 
 UTF-16/32 read, streamed chunks joined. Hidden files are scanned; symlinks are followed when
 they stay inside the folder and reported when they lead out. A finding carries the file, line,
 kind and the SHA-256 of the value, never the value; a reviewed false positive is allow-listed
-in ``snapshot.yml`` under ``secrets_allowlist`` by exactly that file, line and hash.
+in ``snapshot.yml`` under ``secrets_allowlist`` by that file and hash (not the line, which
+moves when a line is added above). Placeholders and variable names are not findings
+(``_keyscan_rules``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
 from dsh_snapshot._detect import detectors
+from dsh_snapshot._keyscan_rules import not_a_secret
 from dsh_snapshot._scancache import cache_key, lookup, store
 from dsh_snapshot._scenario import META_FILE, PENDING_DIR, AllowEntry
 
@@ -95,7 +98,7 @@ class KeyFinding:
             f"{self.path}:{self.line}: looks like {self.kind} (value masked: {self.length} "
             f"characters, {self.hash}); never commit keys in fixtures. A false positive is "
             f"allow-listed in snapshot.yml: secrets_allowlist: [{{file: {self.file}, "
-            f"line: {self.line}, hash: {self.hash}, reason: …}}]"
+            f"hash: {self.hash}, reason: …}}]"
         )
 
 
@@ -111,12 +114,16 @@ def _hits(view: str, literals: Sequence[tuple[str, str]]) -> Iterator[tuple[str,
     for kind, value in literals:
         if value in view:
             yield kind, value
+    # A detector's hit may be a placeholder or a variable name (see _keyscan_rules); the
+    # literals above never are.
     for kind, pattern in KEY_PATTERNS:
         for match in pattern.finditer(view):
-            yield kind, match.group(0)
+            if not not_a_secret(match.group(0)):
+                yield kind, match.group(0)
     for kind, find in detectors():
         for value in find(view):
-            yield kind, value
+            if not not_a_secret(value):
+                yield kind, value
 
 
 class _TooMany(Exception):
@@ -288,7 +295,11 @@ def scan_folder(
             must be looked at again); off for a staging folder, which holds only part of
             the scenario.
     """
-    allowed = {(e.file, e.line, e.hash): i for i, e in enumerate(allowlist)}
+    # Pinned to the value's hash, not its line: a line added above must not unpin an entry.
+    # A second entry for the same value is stale: the first one already covers it.
+    allowed: dict[tuple[str, str], int] = {}
+    for i, e in enumerate(allowlist):
+        allowed.setdefault((e.file, e.hash), i)
     used: set[int] = set()
     shown = display or folder
     out: list[KeyFinding] = []
@@ -301,7 +312,7 @@ def scan_folder(
             # would become, so the fixture's reviewed false positives cover it too.
             pending = rel.split("/", 2)
             fixture = pending[2] if len(pending) == 3 and pending[0] == PENDING_DIR else rel
-            index = allowed.get((fixture, f.line, f.hash))
+            index = allowed.get((fixture, f.hash))
             if index is None:
                 out.append(KeyFinding(shown / rel, f.line, f.kind, f.hash, f.length, rel))
             else:
@@ -311,7 +322,7 @@ def scan_folder(
             KeyFinding(
                 shown / META_FILE,
                 0,
-                f"field 'secrets_allowlist.{index}' ({entry.file} line {entry.line}) matches "
+                f"field 'secrets_allowlist.{index}' ({entry.file}, {entry.hash}) matches "
                 "no finding of the key scan: remove or correct the entry",
                 file=META_FILE,
             )

@@ -184,13 +184,11 @@ def keep_pending(
         clear_pending(scenario, persistence)
         return None
     files = fixture_files(scenario, logs, frames)
-    allowed = {(e.file, e.line, e.hash) for e in scenario.meta.secrets_allowlist}
+    allowed = {(e.file, e.hash) for e in scenario.meta.secrets_allowlist}
     folder = _root(scenario) / persistence
     for name, text in files.items():
         flagged = [
-            f
-            for f in scan_text(text, folder / name, name)
-            if (f.file, f.line, f.hash) not in allowed
+            f for f in scan_text(text, folder / name, name) if (f.file, f.hash) not in allowed
         ]
         if flagged:
             return f"pending outputs not kept: the key scan flagged {flagged[0]}"

@@ -23,9 +23,10 @@ from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
 from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
-from dsh_snapshot._agent import AgentError, AgentProcess
+from dsh_snapshot._agent import AgentError, AgentProcess, agent_command
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
+from dsh_snapshot._determinism import clock_command
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._expect import check_expectations
 from dsh_snapshot._foreign import (
@@ -280,7 +281,9 @@ def run_scenario(
         # Links are refused before any file of the scenario is read (SECURITY.md); then a
         # scenario that needs an op, a tool or a feature we lack is not run: it says so.
         check_scenario_links(scenario)
-        result.needs = scenario.needs(recordings=settings.replaying)
+        # A foreign agent is judged by what it recorded: its tools are its own business.
+        foreign = foreign_agent(scenario, settings.agent) is not None
+        result.needs = scenario.needs(recordings=settings.replaying, foreign=foreign)
         if result.needs:
             result.failures.append(f"needs {'; '.join(result.needs)}")
         else:
@@ -361,6 +364,7 @@ def _run(
                         tmp=tmp,
                         api_key=settings.key,
                         timeout=settings.timeout,
+                        cwd=cwd,
                     )
                 )
             elif replay is not None:
@@ -386,8 +390,15 @@ def _run(
                 # Every setting of the provider (model, thinking, base URL…) reaches the agent.
                 env |= live_env(provider, settings.key)
             env |= dict(settings.agent_env)
+            clock = scenario.meta.clock if scenario.meta is not None else None
             if model is not None:
                 agent = model.start(cwd, settings.timeout)
+            elif clock is not None:
+                # A fixed clock preloads libfaketime: a fresh interpreter, never a warm fork
+                # (a forked child keeps its parent's clock).
+                command = clock_command(clock, agent_command())
+                agent_env = agent_environment(env)
+                agent = AgentProcess(cwd, agent_env, settings.timeout, command=command)
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
                 # A scenario must not depend on what the caller exported; a replay never sees
@@ -408,7 +419,12 @@ def _run(
             parsed, agent_ids = harvest_logs(root, result.persistence), agent.session_ids
         result.sessions = len(parsed)
         logs, frames = normalized_outputs(
-            scenario, parsed, agent.frames, cwds=[str(cwd)], session_ids=agent_ids
+            scenario,
+            parsed,
+            agent.frames,
+            cwds=[str(cwd)],
+            session_ids=agent_ids,
+            literals=model.literals if model is not None else None,
         )
         result.logs, result.frames = logs, frames
         result.usage = recording_usage(logs)

@@ -39,6 +39,7 @@ from dsh_core import (
 )
 from dsh_llm_replay import ReplayError, load_override
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
+from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._fsafe import ConfinedPathError, read_text
 from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
@@ -106,7 +107,8 @@ class AllowEntry(BaseModel):
 
     Attributes:
         file: the file, relative to the scenario folder (``workspace/notes.txt``).
-        line: the 1-based line the scan reported.
+        line: the 1-based line the scan reported (optional, informative only: an entry is
+            pinned to its file and hash, so a line added above does not unpin it).
         hash: ``sha256:<64 hex>`` of the flagged value, as the scan printed it (never the
             value itself).
         reason: why this is not a secret; a reviewer reads it.
@@ -115,7 +117,7 @@ class AllowEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     file: Annotated[str, Field(min_length=1), AfterValidator(_relative_inside)]
-    line: int = Field(ge=1)
+    line: int | None = Field(default=None, ge=1)
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     reason: str = Field(min_length=8, pattern=r"\S")
 
@@ -153,6 +155,24 @@ class SnapshotMeta(BaseModel):
     """``record`` only: the agent's ``bash`` commands may reach the network while recording
     (replay and refresh never give them any). Off by default: a command a model asked for has
     no network unless the scenario says so here, visibly."""
+    scrub: tuple[Scrubber, ...] = ()
+    """User scrubbers, regex → placeholder (see :mod:`dsh_snapshot._determinism`)."""
+    ignore_fields: tuple[FieldPath, ...] = ()
+    """Key chains of output whose values are not compared (``_meta.durationMs``)."""
+    unordered_updates: tuple[UpdateKind, ...] = ()
+    """``session/update`` kinds compared without their position."""
+    clock: FixedClock | None = None
+    """A fixed start time for the agent process (``faketime``), ``2026-01-15T09:00:00``."""
+
+    @property
+    def determinism(self) -> Determinism:
+        """The scenario's determinism settings."""
+        return Determinism(
+            scrub=self.scrub,
+            ignore_fields=self.ignore_fields,
+            unordered_updates=self.unordered_updates,
+            clock=self.clock,
+        )
 
     @field_validator("agent_base_url_env", "agent_env")
     @classmethod
@@ -274,15 +294,16 @@ class Scenario:
             return list(requested)
         return [self.meta.persistence]
 
-    def needs(self, *, recordings: bool = True) -> list[str]:
+    def needs(self, *, recordings: bool = True, foreign: bool = False) -> list[str]:
         """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);
         empty when it can run. ``recordings=False`` skips the tools the recorded logs call
-        (a new recording overwrites them).
+        (a new recording overwrites them); so does ``foreign`` (another agent runs, whose
+        tools and subagents are its own: it is judged by what it recorded).
 
         Raises:
             DshError: a recorded log cannot be read.
         """
-        files = self.session_files if recordings else ()
+        files = self.session_files if recordings and not foreign else ()
         return scenario_needs([s.raw for s in self.steps], files, self.workspace)
 
     @property
