@@ -8,7 +8,7 @@ import dsh_llm_proxy.pytest_plugin
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
-        "DEFAULT_UPSTREAM",
+        "MAX_LOG_BYTES",
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
@@ -20,7 +20,9 @@ def test_public_names() -> None:
         "load_recording",
         "main",
         "open_store",
+        "read_log_capped",
         "recorded_logs",
+        "upstream_defaults",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",

@@ -100,7 +100,9 @@ def _folder(tmp_path: Path, expect_yaml: str) -> Path:
     ("expect_yaml", "field", "reason"),
     [
         ("  - prompt: 1\n    mesage: x\n", "expect.0.mesage", "Extra inputs are not permitted"),
-        ("  - prompt: 1\n    message: '('\n", "expect.0.message", "not a valid regular"),
+        ("  - prompt: 1\n    message: '('\n", "expect.0.message", "not a regular expression"),
+        # A back-reference needs a backtracking engine: refused, as RE2 cannot run it.
+        ("  - prompt: 1\n    message: '(a)\\1'\n", "expect.0.message", "(RE2) accepts"),
         ("  - prompt: 0\n", "expect.0.prompt", "greater than or equal to 1"),
         ("  - prompt: 2\n", "expect.0.prompt", "input.json has 1 prompt steps"),
         ("  - prompt: 1\n  - prompt: 1\n", "expect.1.prompt", "prompt 1 twice"),

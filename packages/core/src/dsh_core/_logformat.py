@@ -313,10 +313,11 @@ def _read_log_fast(text: str, source: str) -> SessionLog:
     size = len(text)
     try:
         obj, end = scan(text, 0)
-    except (StopIteration, ValueError):
+    except (StopIteration, ValueError, RecursionError):
         raise _Irregular from None
     if end < size and text[end] != "\n":
         raise _Irregular
+    _too_deep(text[:end], source, 1)
     header = header_from_json(obj, source, 1)
     events: list[Event] = []
     append = events.append
@@ -325,10 +326,12 @@ def _read_log_fast(text: str, source: str) -> SessionLog:
         number += 1
         try:
             row, end = scan(text, pos)
-        except (StopIteration, ValueError):
-            raise _Irregular from None
+        except (StopIteration, ValueError, RecursionError):
+            raise _Irregular from None  # the line-by-line path names the line and why
         if end < size and text[end] != "\n":
             raise _Irregular
+        if text.count("[", pos, end) + text.count("{", pos, end) > MAX_JSON_DEPTH:
+            _too_deep(text[pos:end], source, number)
         pos = end + 1
         expected = len(events)
         # The common row ({type, seq, time, data}, seq in order, not packed) is checked inline
@@ -457,7 +460,7 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
         # what json.loads would. Anything else takes read_log's own per-line steps.
         try:
             obj, end = scan(text, 0)
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):
             pass
         else:
             size = len(text)

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
     from dsh_llm_proxy._cli import main
-    from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+    from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
     from dsh_llm_proxy._root import (
+        MAX_LOG_BYTES,
         STORE_MARKER,
         detect_store,
         is_recording_root,
         open_store,
+        read_log_capped,
         recorded_logs,
     )
     from dsh_llm_proxy._scrub import Scrub
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # serving
-    "DEFAULT_UPSTREAM",
+    "upstream_defaults",
     "REPORT_PATH",
     "ProxyServer",
     "Scrub",
@@ -42,15 +44,17 @@ __all__ = [
     "SessionConflictError",
     "load_recording",
     # recording roots
+    "MAX_LOG_BYTES",
     "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
+    "read_log_capped",
     "recorded_logs",
 ]
 
 _HOMES = {
-    "DEFAULT_UPSTREAM": "_defaults",
+    "upstream_defaults": "_defaults",
     "REPORT_PATH": "_defaults",
     "ProxyServer": "_server",
     "Scrub": "_scrub",
@@ -58,10 +62,12 @@ _HOMES = {
     "main": "_cli",
     "SessionBook": "_book",
     "SessionConflictError": "_book",
+    "MAX_LOG_BYTES": "_root",
     "STORE_MARKER": "_root",
     "detect_store": "_root",
     "is_recording_root": "_root",
     "open_store": "_root",
+    "read_log_capped": "_root",
     "recorded_logs": "_root",
 }
 

@@ -9,16 +9,20 @@ marker is read with the default backend (JSONL), as roots recorded before the ma
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
-from dsh_core import DshError, SessionLog, SessionStore, read_log_text
+from dsh_core import DshError, SessionLog, SessionStore, read_log_stream, read_log_text
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
 
 __all__ = [
+    "MAX_LOG_BYTES",
     "STORE_MARKER",
     "detect_store",
     "is_recording_root",
     "open_store",
+    "read_log_capped",
     "recorded_logs",
 ]
 
@@ -76,6 +80,47 @@ def is_recording_root(folder: Path) -> bool:
         return True
 
 
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""The largest session log (or store file) read back: a reader holds ~10x a log in memory,
+so a crafted 64 MiB line would cost the gate or ``show`` most of a small machine."""
+
+
+def read_log_capped(path: Path, limit: int = MAX_LOG_BYTES) -> SessionLog:
+    """One JSONL session log as written, never through a link, refused past ``limit`` bytes.
+
+    Raises:
+        DshError: a link, not a regular file, too large, or unreadable (naming the file).
+        LogFormatError: a line is malformed (naming the file and line).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise DshError(f"{path}: cannot read the session log ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DshError(f"{path}: not a regular file")
+        if info.st_size > limit:
+            raise DshError(
+                f"{path}: {info.st_size} bytes, larger than the {limit}-byte limit for reading "
+                "a session log back; nothing was loaded"
+            )
+        return read_log_stream(handle, str(path))
+
+
+def _check_root(root: Path) -> None:
+    """Refuse a root holding a link or a file past ``MAX_LOG_BYTES`` before any store reads it."""
+    for entry in os.scandir(root):
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            raise DshError(f"{entry.path}: a symlink in a recording root; never followed")
+        if info.st_size > MAX_LOG_BYTES:
+            raise DshError(
+                f"{entry.path}: {info.st_size} bytes, larger than the {MAX_LOG_BYTES}-byte "
+                "limit for reading a recording back; nothing was loaded"
+            )
+
+
 def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
     """Every session of a recording root exactly as written (an open turn stays open), each
     with the name a reader shows for it (``<id>.jsonl``: the backend's export), ordered by
@@ -85,6 +130,7 @@ def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
         DshError: a log cannot be read (``LogFormatError`` names the root, session and line);
             dsh_core.plugins.PluginError: the root's backend is not installed.
     """
+    _check_root(root)
     backend = store_backend(detect_store(root))
     return [
         (

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from dsh_core import SessionHeader, SessionNotFoundError
+from dsh_core import SessionHeader, SessionNotFoundError, render_log
+from dsh_persistence_sqlite._readonly import ReadOnlySqliteStore
 from dsh_persistence_sqlite._schema import Layout
 from dsh_persistence_sqlite._store import SqliteSessionStore
 
@@ -52,7 +54,8 @@ class SqliteStoreBackend:
         database = root / DATABASE_FILE
         if not database.is_file():
             return []
-        with SqliteSessionStore(database) as store:
+        # Read-only (mode=ro, immutable): listing a recording never writes it, nor a -wal.
+        with contextlib.closing(ReadOnlySqliteStore(database)) as store:
             return store.list_sessions()
 
     def export_log(self, root: Path, session_id: str) -> str:
@@ -60,8 +63,9 @@ class SqliteStoreBackend:
         database = root / DATABASE_FILE
         if not database.is_file():
             raise SessionNotFoundError(f"no session {session_id} in {root} (no {DATABASE_FILE})")
-        with SqliteSessionStore(database) as store:
-            return store.export_jsonl(session_id)
+        with contextlib.closing(ReadOnlySqliteStore(database)) as store:
+            log = store.load(session_id)
+        return render_log(log.header, log.events)
 
     def discard(self, root: Path) -> None:
         """Remove a finished run's sessions folder, the database with it (none: nothing to do)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
@@ -39,15 +40,15 @@ def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScena
 
 
 def _verdict(result: ScenarioResult) -> str:
-    if result.ok:
-        return "[green]pass[/green]"
-    return "[yellow]NEEDS[/yellow]" if result.needs else "[red]FAIL[/red]"
+    return {"pass": "[green]pass[/green]", "needs": "[yellow]NEEDS[/yellow]"}.get(
+        result.verdict, "[red]FAIL[/red]"
+    )
 
 
 def print_broken(console: Console, broken: Sequence[BrokenScenario]) -> None:
     """One line per malformed scenario, with its error in full."""
     for b in broken:
-        console.print(f"[red]MALFORMED[/red] {b.name} ({b.path})", highlight=False)
+        console.print(f"[red]MALFORMED[/red] {escape(f'{b.name} ({b.path})')}", highlight=False)
         console.print(f"  - {b.error}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -74,23 +75,24 @@ def print_results(
     for r in results:
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
-            r.scenario.name,
-            r.persistence,
+            escape(r.scenario.name),
+            escape(r.persistence),
             r.mode,
             _verdict(r),
             str(r.sessions),
             str(r.calls),
             f"{r.seconds:.2f}",
-            detail[:120],
+            escape(detail[:120]),
         )
     for b in broken:
-        table.add_row(b.name, "", "", "[red]MALFORMED[/red]", "", "", "", "see below")
+        table.add_row(escape(b.name), "", "", "[red]MALFORMED[/red]", "", "", "", "see below")
     console.print(table)
     print_broken(console, broken)
     for r in results:
         if not r.ok:
+            where = f"{r.scenario.name}[{r.persistence}] ({r.scenario.path})"
             console.print(
-                f"{_verdict(r)} {r.scenario.name}[{r.persistence}] ({r.scenario.path})",
+                f"{_verdict(r)} {escape(where)}",
                 highlight=False,
             )
             for failure in r.failures:
@@ -128,21 +130,25 @@ def run_proof(console: Console, scenarios: Sequence[Scenario], settings: Snapsho
         if r.ok:
             held = False
             console.print(
-                f"  [red]NOT RED[/red] {r.scenario.name}: passed without the slice", highlight=False
+                f"  [red]NOT RED[/red] {escape(r.scenario.name)}: passed without the slice",
+                highlight=False,
             )
         else:
             console.print(
-                f"  [green]red as required[/green] {r.scenario.name}: {r.summary}", highlight=False
+                f"  [green]red as required[/green] {escape(f'{r.scenario.name}: {r.summary}')}",
+                highlight=False,
             )
             for failure in r.failures[1:]:
                 console.print(f"      also: {failure}", highlight=False, markup=False)
     console.print("proof, slice ON: every fork scenario must be green", highlight=False)
     for r in on:
         if r.ok:
-            console.print(f"  [green]green[/green] {r.scenario.name}", highlight=False)
+            console.print(f"  [green]green[/green] {escape(r.scenario.name)}", highlight=False)
         else:
             held = False
-            console.print(f"  [red]RED[/red] {r.scenario.name}: {r.summary}", highlight=False)
+            console.print(
+                f"  [red]RED[/red] {escape(f'{r.scenario.name}: {r.summary}')}", highlight=False
+            )
     verdict = "holds: red without the slice, green with it" if held else "FAILED"
     console.print(f"proof {verdict} ({len(forks)} fork scenarios)", highlight=False)
     return held

@@ -1,7 +1,7 @@
 """Decoded views of a file for the key scan: what a key looks like after each encoding is undone.
 
 A key hides from a plain regex behind an encoding: a JSON escape (``sk\\u002d…``), an escaped
-JSON string inside a JSON string, base64, percent-encoding, UTF-16/UTF-32 text, or a split
+JSON string inside a JSON string, base64, hex, percent-encoding, UTF-16/UTF-32 text, or a split
 across two streamed chunks. Each function here undoes one class and yields the text a detector
 should see, with the line it came from.
 """
@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
+
+from dsh_core import loads_bounded
 
 __all__ = ["file_texts", "line_at", "line_views", "split_views"]
 
@@ -33,6 +34,8 @@ _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 # 20 base64 characters carry 15 bytes: shorter than any key worth finding.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{20,}={0,2}")
+# 32 hex digits carry 16 bytes: a hex dump of a key (``xxd -p``, ``.hex()``).
+_HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){16,}")
 _MAX_DEPTH = 3  # base64 inside base64 inside base64
 _MAX_UNESCAPE = 8  # JSON escaped inside JSON, eight levels deep
 _PRINTABLE_SHARE = 0.85
@@ -114,6 +117,15 @@ def _base64_texts(text: str, depth: int) -> Iterator[str]:
                     yield from _views(inner, depth + 1)
 
 
+def _hex_texts(text: str, depth: int) -> Iterator[str]:
+    for match in _HEX_RUN.finditer(text):
+        run = match.group(0)
+        decoded = bytes.fromhex(run[: len(run) // 2 * 2]).decode("utf-8", "replace")
+        printable = sum(1 for c in decoded if c.isprintable() or c in "\n\r\t")
+        if decoded and printable / len(decoded) >= _PRINTABLE_SHARE:
+            yield from _views(decoded, depth + 1)
+
+
 def _views(text: str, depth: int) -> Iterator[str]:
     current = text
     seen: list[str] = []
@@ -129,6 +141,7 @@ def _views(text: str, depth: int) -> Iterator[str]:
     if depth < _MAX_DEPTH:
         for view in list(seen):
             yield from _base64_texts(view, depth)
+            yield from _hex_texts(view, depth)
 
 
 def line_views(line: str) -> list[str]:
@@ -140,15 +153,16 @@ def line_views(line: str) -> list[str]:
 
 def _documents(text: str) -> Iterator[tuple[int, Any]]:
     """JSON values of a file with their first line: the whole file, else one per line."""
+    # Bounded: a deeply nested document is scanned as lines of text, never a crash.
     try:
-        yield 1, json.loads(text)
+        yield 1, loads_bounded(text)
         return
     except ValueError:
         pass
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip().startswith(("{", "[")):
             try:
-                yield number, json.loads(line)
+                yield number, loads_bounded(line)
             except ValueError:
                 continue
 

@@ -25,6 +25,8 @@ from functools import cache
 from importlib import import_module
 from typing import Any, cast
 
+from dsh_snapshot._expect import linear_regex
+
 __all__ = ["Detector", "detectors", "python_fallbacks"]
 
 # How far past its keyword a keyword-assigned value may end: a password or token longer than
@@ -64,13 +66,10 @@ _fallbacks: list[str] = []
 
 def _linear(pattern: re.Pattern[str]) -> Any:
     """``pattern`` compiled by RE2, or the Python pattern when RE2 cannot parse it."""
-    re2: Any = import_module("re2")  # google-re2 ships no type information
-    options = re2.Options()
-    options.log_errors = False
-    options.case_sensitive = not pattern.flags & re.IGNORECASE
+    flags = "(?i)" if pattern.flags & re.IGNORECASE else ""
     try:
-        return re2.compile(pattern.pattern, options)
-    except re2.error:
+        return linear_regex(flags + pattern.pattern)
+    except ValueError:
         _fallbacks.append(pattern.pattern)
         return pattern
 

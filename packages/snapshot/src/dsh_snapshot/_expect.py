@@ -4,7 +4,7 @@
 
     expect:
       - prompt: 2                 # the 2nd prompt-like step of input.json (1-based)
-        message: "^PARENT_DONE$"  # the turn's final agent text matches (re.search)
+        message: "^PARENT_DONE$"  # the turn's final agent text matches (RE2 search)
         tools: [subagent_fork]    # exactly these tools were called in the turn (any order)
         end: completed            # how the turn ended
         children:                 # the subagents the turn started, in order
@@ -19,9 +19,10 @@ this tier records).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import import_module
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -33,6 +34,7 @@ __all__ = [
     "TurnFacts",
     "check_expectations",
     "json_object",
+    "linear_regex",
     "seed_length",
     "turn_facts",
 ]
@@ -41,13 +43,35 @@ DELEGATION_TOOLS = frozenset({"subagent", "subagent_fork"})
 TurnEnd = Literal["completed", "aborted", "error", "max-tokens", "interrupted"]
 
 
+@cache
+def linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (``google-re2``): matching is linear in the text whatever
+    the pattern, so a crafted ``(a+)+$`` from a pull request cannot stall a recording.
+
+    Raises:
+        ValueError: RE2 refuses it (a syntax error, or what only a backtracking engine does:
+            back-references, look-arounds, possessive repeats).
+    """
+    re2: Any = import_module("re2")  # google-re2 ships no type information
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ValueError(
+            f"not a regular expression the linear-time engine (RE2) accepts: {exc} "
+            "(no back-references or look-arounds)"
+        ) from None
+
+
 def _compiles(pattern: str | None) -> str | None:
     if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+        linear_regex(pattern)
     return pattern
+
+
+def _found(pattern: str, text: str) -> bool:
+    return linear_regex(pattern).search(text) is not None
 
 
 class ChildExpectation(BaseModel):
@@ -178,7 +202,7 @@ def turn_facts(logs: Sequence[Sequence[Any]]) -> list[TurnFacts]:
 
 
 def _misses(exp: PromptExpectation, facts: TurnFacts) -> bool:
-    if exp.message is not None and re.search(exp.message, facts.message) is None:
+    if exp.message is not None and not _found(exp.message, facts.message):
         return True
     if exp.tools is not None and sorted(exp.tools) != sorted(facts.tools):
         return True
@@ -191,7 +215,7 @@ def _misses(exp: PromptExpectation, facts: TurnFacts) -> bool:
     for want, got in zip(exp.children, facts.children, strict=True):
         if want.seedLength != (got.seed_length > 0):
             return True
-        if want.message is not None and re.search(want.message, got.returned) is None:
+        if want.message is not None and not _found(want.message, got.returned):
             return True
     return False
 

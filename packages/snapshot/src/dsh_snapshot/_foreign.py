@@ -51,10 +51,11 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, open_store, recorded_logs
+from dsh_llm_proxy import REPORT_PATH, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
 from dsh_snapshot._determinism import HOME, TMP, clock_command
+from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._served import served_base_url, stderr_tail
 
@@ -324,12 +325,17 @@ def foreign_model(
             env = _upstream_key_env("")
             env.pop(_KEY_ENV)
         else:
-            upstream = os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_UPSTREAM
+            # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
+            provider = live_provider()
             key = api_key
             if scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
+            else:
+                upstream = live_upstream(provider)
             if not key:
-                raise AgentError("record needs DEEPSEEK_API_KEY (it goes to the proxy only)")
+                raise AgentError(
+                    f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
+                )
             args = ["record", "--root", str(root), "--store", store, "--upstream", upstream]
             args += ["--api-key-env", _KEY_ENV]
             env = _upstream_key_env(key)

@@ -35,6 +35,7 @@ __all__ = [
     "KEY_PATTERNS",
     "KeyFinding",
     "redact",
+    "redact_html",
     "scan_file",
     "scan_folder",
     "scan_text",
@@ -332,14 +333,42 @@ def scan_folder(
     return out
 
 
-def redact(text: str, literals: Iterable[str] = ()) -> str:
-    """``text`` with every value the detectors flag replaced by a masked marker.
+# A run of the characters encodings of a key are made of (base64, hex, percent, JSON escapes):
+# each is decoded as the scan decodes a line, and masked whole when a decoded form is flagged.
+_ENCODED_RUN = re.compile(r"[A-Za-z0-9%\\+/=_.~-]{16,}")
 
-    The last guard on what the tool prints: failure messages quote fixtures and agent
-    output, which may hold what a scan would flag.
+
+def _mask(value: str, encoded: bool = False) -> str:
+    how = "encoded " if encoded else ""
+    return f"<masked {how}{len(value)} chars {digest(value)[:19]}…>"
+
+
+def redact(text: str, literals: Iterable[str] = ()) -> str:
+    """``text`` with every value the detectors flag replaced by a masked marker, raw or in
+    any form the key scan decodes (base64, hex, percent-encoding, JSON escapes).
+
+    The one function every artefact the tool prints or writes for a person passes through:
+    failure messages, the HTML report, review diffs, the CLI's whole output. Linear in the
+    text (the detectors are; each encoded run is decoded once).
     """
     keys = _literals(literals)
     values = {value for _, value in _hits(text, keys)}
     for value in sorted(values, key=len, reverse=True):
-        text = text.replace(value, f"<masked {len(value)} chars {digest(value)[:19]}…>")
-    return text
+        text = text.replace(value, _mask(value))
+
+    def encoded(match: re.Match[str]) -> str:
+        run = match.group(0)
+        for view in line_views(run)[1:]:
+            for _kind, value in _hits(view, keys):
+                return _mask(value, encoded=True)
+        return run
+
+    return _ENCODED_RUN.sub(encoded, text)
+
+
+_MARKER = re.compile(r"<(masked [^<>\n]*)>")
+
+
+def redact_html(page: str, literals: Iterable[str] = ()) -> str:
+    """:func:`redact` for an HTML page: the masked markers are shown as text, not tags."""
+    return _MARKER.sub(r"&lt;\1&gt;", redact(page, literals))

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -156,8 +157,8 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
         total = total + spent
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
-            r.scenario.name,
-            _recording(r),
+            escape(r.scenario.name),
+            escape(_recording(r)),
             "[green]pass[/green]" if r.ok else "[red]FAIL[/red]",
             str(spent.calls),
             f"{spent.input:,}",
@@ -166,7 +167,7 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
             f"{spent.reasoning:,}",
             str(one.retries),
             f"{one.seconds:.2f}",
-            detail[:100],
+            escape(detail[:100]),
         )
     table.add_row(
         "total",
@@ -186,7 +187,10 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
     for one in runs:
         r = one.result
         if not r.ok:
-            console.print(f"[red]FAIL[/red] {r.scenario.name} ({r.scenario.path})", highlight=False)
+            console.print(
+                f"[red]FAIL[/red] {escape(f'{r.scenario.name} ({r.scenario.path})')}",
+                highlight=False,
+            )
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
     console.print(summary_line(one.result for one in runs), highlight=False)

@@ -24,6 +24,7 @@ from dsh_snapshot._discover import BrokenScenario
 from dsh_snapshot._fsafe import write_user_file
 from dsh_snapshot._harvest import expected_fixtures
 from dsh_snapshot._html import page, tree_html
+from dsh_snapshot._keyscan import redact_html
 from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._treeload import load_tree
@@ -56,7 +57,7 @@ def write_report_if_asked(
     target = cast(Path | None, getattr(ns, "html_report", None))
     if target is None:
         return
-    write_user_file(target, report_page(results, broken).encode("utf-8"))
+    write_user_file(target, redact_html(report_page(results, broken)).encode("utf-8"))
     console.print(f"HTML report: {target}", highlight=False, markup=False)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.table import Table
@@ -321,8 +322,8 @@ def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: b
         console.print(_render(pending, console.width))
         try:
             answer = Prompt.ask(
-                f"[{index}/{len(found)}] {scenario.name}: [bold]a[/]ccept, [bold]r[/]eject, "
-                "[bold]s[/]kip, [bold]q[/]uit",
+                f"[{index}/{len(found)}] {escape(scenario.name)}: [bold]a[/]ccept, "
+                "[bold]r[/]eject, [bold]s[/]kip, [bold]q[/]uit",
                 choices=["a", "r", "s", "q"],
                 default="s",
                 console=console,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
@@ -57,12 +57,16 @@ from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
     "ScenarioResult",
+    "Verdict",
     "harvest",
     "run_scenario",
     "write_fixtures",
 ]
 
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
+
+
+Verdict = Literal["pass", "fail", "needs"]
 
 
 @dataclass(slots=True)
@@ -96,6 +100,15 @@ class ScenarioResult:
     def calls(self) -> int:
         """Model calls of the run: replayed ones, else those the harvested logs record."""
         return self.calls_replayed or self.usage.calls
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one verdict every front end shows (CLI, pytest plugin, compat): ``pass`` only
+        when the run went through with no failure; ``needs`` (we lack an op, tool or feature,
+        so it was not run) is never a pass, wherever it comes from."""
+        if self.needs:
+            return "needs"
+        return "pass" if self.ok and not self.failures else "fail"
 
     @property
     def summary(self) -> str:

@@ -23,7 +23,8 @@ __all__ = ["CACHE_DIR_ENV", "Raw", "cache_key", "clear", "lookup", "store"]
 
 CACHE_DIR_ENV = "DSH_SCAN_CACHE_DIR"
 # Bumped whenever the detectors or decoders change what they find.
-_VERSION = b"dsh-keyscan 3\0"  # 3: placeholders and variable names are not findings
+# 3: placeholders and variable names are not findings; 4: hex runs decoded.
+_VERSION = b"dsh-keyscan 4\0"
 _MAX_ENTRY = 1 << 20
 
 Raw = tuple[int, str, str, int]  # (line, kind, sha256 of the value, length)

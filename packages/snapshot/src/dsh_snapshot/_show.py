@@ -290,7 +290,8 @@ def run_show(paths: Sequence[Path], html: Path | None, out: TextIO | None = None
     if html is not None:
         from dsh_snapshot._fsafe import write_user_file  # noqa: PLC0415 - only with --html
         from dsh_snapshot._html import trees_page  # noqa: PLC0415 - only with --html
+        from dsh_snapshot._keyscan import redact_html  # noqa: PLC0415 - only with --html
 
-        write_user_file(html, trees_page(trees).encode("utf-8"))
+        write_user_file(html, redact_html(trees_page(trees)).encode("utf-8"))
         print(f"dsh-snapshot show: wrote {html}", file=sys.stderr)
     return status

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from dsh_core import Event, SessionLog, read_log_stream
-from dsh_llm_proxy import is_recording_root, recorded_logs
+from dsh_core import DshError, Event, LogFormatError, SessionLog
+from dsh_llm_proxy import is_recording_root, read_log_capped, recorded_logs
 from dsh_snapshot._discover import scenario_root
 from dsh_snapshot._scenario import INPUT_FILE, is_upstream_recording, load_scenario
 from dsh_snapshot._tree import (
@@ -41,10 +41,11 @@ _USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "reasoningToken
 
 def _read_file(path: Path) -> SessionLog:
     try:
-        with path.open("rb") as handle:
-            return read_log_stream(handle, str(path))
-    except OSError as exc:
-        raise TreeError(f"{path}: cannot read the session log ({exc.strerror})") from None
+        return read_log_capped(path)
+    except LogFormatError:
+        raise
+    except DshError as exc:
+        raise TreeError(str(exc)) from None
 
 
 def _is_proxy_root(folder: Path) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, NoReturn, cast
 
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
@@ -31,10 +32,12 @@ from dsh_snapshot._dotenv import key_destination
 from dsh_snapshot._engine import Selection, run, select
 from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
+from dsh_snapshot._safeout import safe_output
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -233,17 +236,19 @@ def _list(
                 f"{s.name} was recorded {age} days ago ({provenance and provenance.recordedAt})"
             )
         table.add_row(
-            s.name,
+            escape(s.name),
             s.meta.recording if s.meta else "upstream",
-            provenance.model if provenance else "",
+            escape(provenance.model) if provenance else "",
             f"{age} days" if age is not None else "",
             str(len(s.session_files)),
             str(len(s.steps)),
             "yes" if s.fork_children else "",
-            str(s.path),
+            escape(str(s.path)),
         )
     for b in broken:
-        table.add_row(b.name, "[red]MALFORMED[/red]", "", "", "", "", "", str(b.path))
+        table.add_row(
+            escape(b.name), "[red]MALFORMED[/red]", "", "", "", "", "", escape(str(b.path))
+        )
     console.print(table)
     print_broken(console, broken)
     tail = f", {len(broken)} malformed" if broken else ""
@@ -319,7 +324,15 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dsh-snapshot`` console script; returns the exit status."""
+    """Entry point of the ``dsh-snapshot`` console script; returns the exit status.
+
+    All output is redacted and its control characters escaped (``_safeout``).
+    """
+    with safe_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.foreign_agent = agent_from_arguments(parser, args)
@@ -377,7 +390,13 @@ def _run(
     html = getattr(args, "html_report", None) is not None
     results = run(settings, selection.scenarios, keep_outputs=html)
     print_results(console, results, f"dsh-snapshot {command}", selection.broken)
-    write_report_if_asked(args, results, selection.broken, console)
+    try:
+        write_report_if_asked(args, results, selection.broken, console)
+    except ConfinedPathError as exc:
+        console.print(
+            f"dsh-snapshot: HTML report not written: {exc}", highlight=False, markup=False
+        )
+        return _EXIT_USAGE
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 

@@ -1,0 +1,617 @@
+"""The hostile catalogue, part II (issue 20): untrusted files, where the key goes, key bytes in
+artefacts, bounded work, one verdict. (Part I is ``test_snapshot_hostile.py``; the proxy's
+cases over real HTTP are ``packages/llm-proxy/tests/test_proxy_hostile.py``.)
+
+Every case runs the real CLI (``dsh_snapshot.cli.main``, the real agent subprocess where the
+case gets that far) with a fake ``$HOME``, ``TMPDIR`` and keys, and asserts, besides its own
+point: the sentinel tree and the fake ``$HOME`` unchanged (kind, mode, bytes, mtime, xattrs);
+no key, raw or encoded (hex, percent, base64 at any alignment), in stdout, stderr or any byte
+written under the sandbox; the output names the file and field at fault; the run ended within
+its timeout and left no process behind (by parent pid, and by a marker in the environment).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from dsh_snapshot.cli import main
+from dsh_snapshot.testing import (
+    META,
+    Sandbox,
+    full_state,
+    said,
+    session_log,
+    tool_call,
+    tree_state,
+)
+
+_TIMEOUT = 30.0
+_MARKER = "DSH_HOSTILE_RUN_MARKER"
+
+
+def _children() -> set[int]:
+    me, out = os.getpid(), set[int]()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                out.add(int(entry))
+    return out
+
+
+def _marked(marker: str) -> list[int]:
+    found: list[int] = []
+    needle = f"{_MARKER}={marker}".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if needle in Path(f"/proc/{entry}/environ").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@dataclass
+class World:
+    """A sandbox, the CLI run in it, and everything a case may look at afterwards."""
+
+    box: Sandbox
+    marker: str
+    env: pytest.MonkeyPatch | None = None
+    out: str = ""
+    err: str = ""
+    code: int | None = None
+    notes: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    def git(self, *args: str, cwd: Path | None = None) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd or self.box.scenarios,
+            check=True,
+            capture_output=True,
+        )
+
+    def repo(self) -> Path:
+        """``scenarios/`` as a git work tree (what a checkout of a pull request is)."""
+        self.git("init", "-q")
+        return self.box.scenarios
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile case: ``build`` lays it out and returns the CLI arguments; ``expect`` are
+    substrings the output must hold; ``check`` looks at anything else afterwards."""
+
+    name: str
+    build: Callable[[World], list[str]]
+    expect: tuple[str, ...] = ()
+    code: int | None = None
+    check: Callable[[World], None] | None = None
+    cwd: str = "tmpdir"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    box = Sandbox.create(tmp_path)
+    marker = os.urandom(8).hex()
+    monkeypatch.setenv("HOME", str(box.home))
+    monkeypatch.setenv("TMPDIR", str(box.tmpdir))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.setenv("OPENAI_API_KEY", box.other_key)
+    monkeypatch.setenv(_MARKER, marker)
+    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.chdir(box.tmpdir)
+    return World(box, marker, monkeypatch)
+
+
+def _run(world: World, case: Case, capfd: pytest.CaptureFixture[str]) -> None:
+    box = world.box
+    args = case.build(world)
+    if case.cwd != "tmpdir":
+        os.chdir(box.root / case.cwd)
+    outside = {"sentinel": full_state(box.sentinel), "home": full_state(box.home)}
+    before = tree_state(box.root)
+    children = _children()
+    start = time.monotonic()
+    world.code = main(args)
+    elapsed = time.monotonic() - start
+    world.out, world.err = capfd.readouterr()
+    text = re.sub(r"\s+", " ", world.out + world.err)
+    assert box.leaks(world.out.encode()) == [], "a key reached stdout"
+    assert box.leaks(world.err.encode()) == [], "a key reached stderr"
+    for rel, state in tree_state(box.root).items():
+        if state != before.get(rel) and state.startswith("file:"):
+            assert box.leaks((box.root / rel).read_bytes()) == [], f"a key was written to {rel}"
+    assert {"sentinel": full_state(box.sentinel), "home": full_state(box.home)} == outside
+    assert list(box.tmpdir.iterdir()) == [], "the run left files in its temp dir"
+    assert elapsed < _TIMEOUT + 15, f"the run took {elapsed:.0f} s"
+    assert _children() <= children, "the run left a child process"
+    assert _marked(world.marker) == [], "a process of the run is still alive"
+    if case.code is not None:
+        assert world.code == case.code, text
+    for needle in case.expect:
+        assert needle in text, text
+    if case.check is not None:
+        case.check(world)
+
+
+# --- builders -----------------------------------------------------------------------------------
+
+
+def _replay(folder: Path, *extra: str) -> list[str]:
+    return [
+        "replay",
+        str(folder),
+        "--persistence",
+        "jsonl",
+        "--jobs",
+        "1",
+        "--timeout",
+        "30",
+        *extra,
+    ]
+
+
+def _bash_scenario(world: World, command: str, name: str = "bash") -> Path:
+    """A scenario whose recorded model ran ``command`` (replay runs it again, for real)."""
+    log = session_log(tool_call(command), said("done"))
+    return world.box.scenario(name, {"session.jsonl": log, "workspace/readme.txt": "hi\n"})
+
+
+def _dotenv(tracked: bool, body: Callable[[World], str]) -> Callable[[World], list[str]]:
+    def build(world: World) -> list[str]:
+        from dsh_llm_deepseek.testing import ScriptedModelServer  # noqa: PLC0415 - record cases
+
+        repo = world.repo()
+        folder = world.box.scenario("record")
+        (folder / "snapshot.yml").write_text(META.replace("scripted", "live"))
+        real = ScriptedModelServer(cast(Any, [[said("ok")]]), api_key=world.box.key)
+        evil = ScriptedModelServer(cast(Any, [[said("ok")]]))
+        world.notes["servers"] = (real.__enter__(), evil.__enter__())
+        assert world.env is not None
+        world.env.setenv("DEEPSEEK_BASE_URL", real.base_url)
+        # The session-scripted server routes by this header (the public API needs none).
+        world.env.setenv("DEEPSEEK_SEND_SESSION_ID", "true")
+        world.notes["evil_url"] = evil.base_url
+        (repo / ".env").write_text(body(world))
+        if tracked:
+            world.git("add", ".env")
+            world.git("commit", "-qm", "a pull request's .env")
+        return ["record", str(folder), "--timeout", "30"]
+
+    return build
+
+
+def _no_request_to_evil(world: World) -> None:
+    real, evil = world.notes["servers"]
+    try:
+        assert evil.requests == [], "the key went where a file in the checkout said"
+        assert real.requests, "the record never reached the configured endpoint"
+    finally:
+        real.__exit__(None, None, None)
+        evil.__exit__(None, None, None)
+
+
+def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False):
+    def build(world: World) -> list[str]:
+        world.repo()
+        folder = world.box.scenario("pend", {"session.jsonl": session_log(said("old"))})
+        pending = folder / ".pending" / "jsonl"
+        pending.mkdir(parents=True)
+        (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
+        body = {
+            "version": 1,
+            "persistence": "jsonl",
+            "acceptable": True,
+            "failures": ["planted"],
+            "inputs": {},
+            "files": ["session.jsonl"],
+            "agent": None,
+            **manifest(world),
+        }
+        deep = "[" * 5000 + "]" * 5000
+        (pending / "pending.json").write_text(json.dumps(body).replace('"<deep>"', deep))
+        if tracked:
+            world.git("add", "-f", ".")
+            world.git("commit", "-qm", "planted pending outputs")
+        return ["accept", str(folder)]
+
+    return build
+
+
+def _unchanged_fixture(world: World) -> None:
+    folder = world.box.scenarios / "sdk" / "pend"
+    assert "what the PR wants" not in (folder / "session.jsonl").read_text()
+
+
+def _linked(name: str, target: Callable[[World], Path | str]) -> Callable[[World], list[str]]:
+    def build(world: World) -> list[str]:
+        folder = world.box.scenario("linked")
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(target(world))
+        return _replay(folder)
+
+    return build
+
+
+def _deep(rel: str, text: Callable[[str], str]) -> Callable[[World], list[str]]:
+    def build(world: World) -> list[str]:
+        folder = world.box.scenario("deep")
+        (folder / rel).write_text(text("[" * 50_000 + "]" * 50_000))
+        return _replay(folder)
+
+    return build
+
+
+def _meta(extra: str, name: str = "meta") -> Callable[[World], list[str]]:
+    def build(world: World) -> list[str]:
+        folder = world.box.scenario(name)
+        (folder / "snapshot.yml").write_text(META + extra)
+        return _replay(folder)
+
+    return build
+
+
+def _no_raw_escape(world: World) -> None:
+    assert "\x1b]" not in world.out + world.err
+    assert "\x07" not in world.out + world.err
+
+
+def _refresh_discovery(world: World, link: Callable[[World], Path | str]) -> list[str]:
+    sdk = world.box.scenarios / "sdk"
+    sdk.mkdir(parents=True)
+    (sdk / "linked").symlink_to(link(world))
+    return ["refresh", str(world.box.scenarios), "--jobs", "1", "--timeout", "30"]
+
+
+def _outside_scenario(world: World) -> Path:
+    """A complete scenario folder outside the checkout (in the sentinel tree)."""
+    folder = world.box.sentinel / "elsewhere"
+    folder.mkdir()
+    (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
+    (folder / "snapshot.yml").write_text(META)
+    return folder
+
+
+def _needs_upstream(world: World) -> Path:
+    """A failing scenario dressed as an upstream folder with an op we do not drive."""
+    folder = world.box.scenarios / "upstream" / "dressed"
+    folder.mkdir(parents=True)
+    steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "teleport"}]
+    (folder / "input.json").write_text(json.dumps({"steps": steps}))
+    (folder / "stdout.golden.jsonl").write_text('{"jsonrpc":"2.0","id":0,"result":{"x":1}}\n')
+    (folder / "session.jsonl").write_text(session_log(said("wrong")))
+    return folder
+
+
+def _pending_link(world: World) -> list[str]:
+    """A failing replay whose ``.pending`` is a link out: its outputs must not land there."""
+    folder = _bash_scenario(world, "echo changed")
+    (folder / ".pending").symlink_to(world.box.sentinel / "dir")
+    return _replay(folder)
+
+
+def _dangling_meta(world: World) -> list[str]:
+    folder = world.box.scenario("dangling", {"model.script.json": "[]"})
+    (folder / "snapshot.yml").unlink()
+    (folder / "snapshot.yml").symlink_to(world.box.sentinel / "planted.yml")
+    return ["record", "--scripted", str(folder), "--timeout", "30"]
+
+
+def _not_created(path: Path) -> None:
+    assert not os.path.lexists(path), f"{path} was created through a link"
+
+
+def _report_link(world: World) -> list[str]:
+    folder = world.box.scenario("report")
+    (world.box.scenarios / "build").symlink_to(world.box.sentinel / "dir")
+    return _replay(folder, "--html-report", "build/report.html")
+
+
+def _new_link(world: World) -> list[str]:
+    (world.box.scenarios / "sdk-link").symlink_to(world.box.sentinel / "dir")
+    return ["new", "fresh", "--dir", "sdk-link"]
+
+
+def _huge_log(world: World) -> list[str]:
+    folder = world.box.scenario("huge")
+    with (folder / "session.jsonl").open("wb") as handle:
+        handle.truncate(65 * 1024 * 1024)  # sparse: no disk, no time
+    return ["show", str(folder)]
+
+
+def _report_written(world: World) -> None:
+    report = world.box.scenarios / "report.html"
+    assert report.is_file()
+    assert "masked" in report.read_text()
+
+
+def _markup_profile(world: World) -> list[str]:
+    folder = world.box.scenario("markup")
+    (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
+    return ["list", str(folder)]
+
+
+def _yaml_error(world: World) -> list[str]:
+    folder = world.box.scenario("yaml")
+    (folder / "snapshot.yml").write_text(META + f"extra: [\n  token: {world.box.key}\n")
+    return _replay(folder)
+
+
+CASES = [
+    # --- 3: where the key may go ---------------------------------------------------------------
+    Case(
+        "dotenv-tracked-base-url",
+        _dotenv(True, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\n"),
+        expect=(".env ignored: git tracks it", "DEEPSEEK_API_KEY is sent to 127.0.0.1:"),
+        check=_no_request_to_evil,
+        cwd="scenarios",
+    ),
+    Case(
+        "dotenv-untracked-base-url",
+        _dotenv(False, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\nDSH_X=1\n"),
+        expect=(".env: only API keys are read from it; ignored DEEPSEEK_BASE_URL, DSH_X",),
+        check=_no_request_to_evil,
+        cwd="scenarios",
+    ),
+    # --- 4: nothing from a scenario is trusted ------------------------------------------------
+    Case(
+        "pending-tracked-by-git",
+        _pending(lambda w: {}, tracked=True),
+        expect=(".pending ignored: git tracks it",),
+        check=_unchanged_fixture,
+    ),
+    Case(
+        "pending-path-climbs-out",
+        _pending(lambda w: {"files": ["../../../../../sentinel/secret.txt"]}),
+        expect=("pending.json", "field 'files.0'", "never another path"),
+        check=_unchanged_fixture,
+    ),
+    Case(
+        "pending-path-absolute",
+        _pending(lambda w: {"files": [str(w.box.home / ".ssh" / "id_ed25519")]}),
+        expect=("pending.json", "field 'files.0'"),
+        check=_unchanged_fixture,
+    ),
+    Case(
+        "pending-manifest-deep-json",
+        _pending(lambda w: {"failures": "<deep>"}),
+        expect=("pending.json", "unreadable pending outputs", "nested deeper"),
+        check=_unchanged_fixture,
+    ),
+    Case(
+        "pending-dir-a-link-out-on-failure",
+        _pending_link,
+        check=lambda w: None,
+    ),
+    Case(
+        "discovery-never-enters-a-linked-dir",
+        lambda w: _refresh_discovery(w, _outside_scenario),
+        expect=("no scenarios",),
+        code=1,
+    ),
+    Case(
+        "discovery-self-loop-ends",
+        lambda w: _refresh_discovery(w, lambda _w: ".."),
+        expect=("no scenarios",),
+        code=1,
+    ),
+    Case(
+        "snapshot-yml-a-link-to-credentials",
+        _linked("snapshot.yml", lambda w: w.box.sentinel / "secret.txt"),
+        expect=("snapshot.yml: cannot be read", "symlink"),
+    ),
+    Case(
+        "snapshot-yml-dangling-link-in-record-scripted",
+        _dangling_meta,
+        expect=("snapshot.yml: cannot be read",),
+        check=lambda w: _not_created(w.box.sentinel / "planted.yml"),
+    ),
+    Case(
+        "input-json-a-link-to-home",
+        _linked("input.json", lambda w: w.box.home / ".ssh" / "id_ed25519"),
+        expect=("input.json: cannot be read", "symlink"),
+    ),
+    Case(
+        "report-through-a-linked-build-dir",
+        _report_link,
+        expect=("HTML report not written", "scenarios/build: a symlink"),
+        code=2,
+        cwd="scenarios",
+    ),
+    Case(
+        "new-through-a-linked-profile-dir",
+        _new_link,
+        expect=("symlink",),
+        code=2,
+        cwd="scenarios",
+    ),
+    Case(
+        "show-a-sparse-huge-log-is-capped",
+        _huge_log,
+        expect=("session.jsonl", "larger than the 67108864-byte limit"),
+        code=2,
+    ),
+    # --- 5: key bytes in artefacts, control characters, markup -------------------------------
+    Case(
+        "failure-text-base64-of-an-outside-key",
+        lambda w: _replay(_bash_scenario(w, f"base64 -w0 {w.box.sentinel / 'secret.txt'}")),
+        expect=("masked",),
+        code=1,
+    ),
+    Case(
+        "failure-text-hex-of-an-outside-key",
+        lambda w: _replay(
+            _bash_scenario(w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr -d ' \\n'")
+        ),
+        expect=("masked",),
+        code=1,
+    ),
+    Case(
+        "failure-text-percent-encoded-key",
+        lambda w: _replay(
+            # The key file as %XX bytes (percent-encoding of every byte).
+            _bash_scenario(
+                w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr ' ' '%' | tr -d '\\n'"
+            )
+        ),
+        expect=("masked",),
+        code=1,
+    ),
+    Case(
+        "html-report-holds-no-key",
+        lambda w: _replay(
+            _bash_scenario(
+                w,
+                f"base64 -w0 {w.box.sentinel / 'secret.txt'}; cat {w.box.sentinel / 'dir/key.txt'}",
+            ),
+            "--html-report",
+            str(w.box.scenarios / "report.html"),
+        ),
+        code=1,
+        check=_report_written,
+    ),
+    Case(
+        "terminal-escapes-from-a-command-are-inert",
+        lambda w: _replay(_bash_scenario(w, "printf '\\033]0;pwned\\007\\033[2J'")),
+        code=1,
+        check=_no_raw_escape,
+    ),
+    Case(
+        "markup-in-profile-is-text",
+        _markup_profile,
+        expect=("[/red]evil",),
+    ),
+    Case(
+        "yaml-error-never-quotes-the-line",
+        _yaml_error,
+        expect=("snapshot.yml", "invalid YAML at line 7"),
+        code=2,
+    ),
+    # --- 6: bounded work --------------------------------------------------------------------
+    Case(
+        "deep-json-in-input",
+        _deep("input.json", lambda deep: deep),
+        expect=("input.json", "nested deeper than 200"),
+        code=2,
+    ),
+    Case(
+        "deep-json-in-a-session-log",
+        _deep(
+            "session.jsonl",
+            lambda deep: (
+                '{"type":"session","version":0,"id":"s","createdAt":1}\n'
+                + '{"type":"x","data":'
+                + deep
+                + "}\n"
+            ),
+        ),
+        expect=("session.jsonl", "nested deeper than 200"),
+        code=1,
+    ),
+    Case(
+        "expect-regex-with-a-back-reference",
+        _meta("expect:\n  - prompt: 1\n    message: '(a)\\1'\n"),
+        expect=("snapshot.yml", "'expect.0.message'", "RE2"),
+        code=2,
+    ),
+    Case(
+        "expect-regex-exponential-for-backtracking",
+        _meta("expect:\n  - prompt: 1\n    message: '^(a+)+$'\n"),
+        code=1,
+    ),
+    Case(
+        "key-scan-of-a-crafted-375-kib-line",
+        lambda w: _replay(
+            w.box.scenario("crafted", {"workspace/crafted.txt": "-sk" * (375 * 1024 // 3)})
+        ),
+        code=1,
+    ),
+    # --- 7: one verdict -----------------------------------------------------------------------
+    Case(
+        "needs-from-a-dressed-upstream-folder-fails-the-cli",
+        lambda w: _replay(_needs_upstream(w)),
+        expect=("NEEDS", "needs op teleport"),
+        code=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_untrusted_input_stays_out(
+    case: Case, world: World, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _run(world, case, capfd)
+
+
+def test_the_catalogue_covers_every_class() -> None:
+    names = {c.name for c in CASES}
+    for prefix in (
+        "dotenv",
+        "pending",
+        "discovery",
+        "snapshot-yml",
+        "report",
+        "show",
+        "failure",
+        "html",
+        "terminal",
+        "markup",
+        "yaml",
+        "deep",
+        "expect",
+        "key-scan",
+        "needs",
+    ):
+        assert any(n.startswith(prefix) for n in names), prefix
+
+
+# --- the pytest plugin: the same verdict, sharded or not -----------------------------------------
+
+
+@pytest.mark.parametrize("shard", [(), ("-n", "2")], ids=["plain", "xdist"])
+def test_needs_is_never_a_pass_in_the_pytest_plugin(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+    shard: tuple[str, ...],
+) -> None:
+    box = Sandbox.create(tmp_path)
+    folder = _needs_upstream(World(box, ""))
+    run = inner_pytest(box.scenarios, "--dsh-snapshots", str(folder.parent.parent), "-q", *shard)
+    assert run.returncode == 1, run.stdout
+    assert re.search(r"\b\d+ failed", run.stdout), run.stdout
+    assert "skipped" not in run.stdout
+    assert not re.search(r"\b[1-9][0-9]* passed", run.stdout), run.stdout
+    assert "needs op teleport" in run.stdout
+    assert "\x1b]" not in run.stdout
+
+
+def test_a_pytest_failure_is_redacted_on_decoded_forms(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    box = Sandbox.create(tmp_path)
+    world = World(box, "")
+    _bash_scenario(world, f"base64 -w0 {box.sentinel / 'secret.txt'}")
+    env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
+    run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
+    assert run.returncode == 1, run.stdout
+    assert box.leaks(run.stdout.encode()) == []
+    assert box.leaks(run.stderr.encode()) == []
+    assert "masked" in run.stdout
