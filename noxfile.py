@@ -171,6 +171,15 @@ def snapshot(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def dsh_snapshot(session: nox.Session) -> None:
+    """The dsh-snapshot CLI in the gate's environment: `-- show PATH`, `-- review PATH`…"""
+    # The README's failure flow needs the CLI right after its two set-up commands, before a
+    # user has any environment of their own; this is the gate's, kept between runs.
+    sync(session, "test")
+    session.run("dsh-snapshot", *(session.posargs or ["--help"]))
+
+
+@nox.session(python=PYTHON, default=False)
 def snapshot_postgres(session: nox.Session) -> None:
     """The replay gate on the PostgreSQL store: DSH_POSTGRES_DSN's server, else a private one."""
     sync(session, "test")
