@@ -1,11 +1,14 @@
-"""``dsh-sessions``: list, show, check and convert any session store, read-only on the source.
+"""dsh-sessions: list, show, check and convert any session store, read-only on the source.
 
     dsh-sessions ls PATH
     dsh-sessions show PATH ID [--expand-packed]
     dsh-sessions check PATH
     dsh-sessions convert SRC DST [--to jsonl|sqlite|sqlite-v4] [--expand-packed]
 
-Exit status: 0 done, 1 ``check`` found a damaged log, 2 the store or the arguments were
+PATH, SRC and DST may also name a sessions root in a server store: postgres:ROOT (the server
+from DSH_POSTGRES_DSN or the PG* variables; ROOT is the agent's sessions root).
+
+Exit status: 0 done, 1 check found a damaged log, 2 the store or the arguments were
 refused (one line on stderr naming the file and the reason; the file unchanged).
 """
 
@@ -14,12 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import NoReturn
 
 from dsh_core import DshError
 from dsh_sessions._convert import Target, convert, target_for
-from dsh_sessions._sources import Source, open_source
+from dsh_sessions._sources import Source
+from dsh_sessions._stores import convert_to_store, open_any, parse_store_root
 
 __all__ = ["main"]
 
@@ -33,8 +38,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+def _version() -> str:
+    try:
+        return version("dsh-sessions")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=_PROG, description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ls = commands.add_parser("ls", help="one line per session: id, createdAt, parent, events")
     ls.add_argument("path", type=Path)
@@ -102,12 +115,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "convert":
-            source = open_source(args.src)
+            source = open_any(args.src)
+            store = parse_store_root(str(args.dst))
+            if store is not None:
+                if args.to or args.expand_packed:
+                    raise ValueError(f"{store}: --to and --expand-packed are for file stores")
+                count = convert_to_store(source, store)
+                print(f"{count} sessions: {source.path} ({source.kind}) -> {store}")
+                return 0
             target = Target(args.to) if args.to else target_for(args.dst)
             count = convert(source, args.dst, target, expand_packed=args.expand_packed)
             print(f"{count} sessions: {source.path} ({source.kind}) -> {args.dst} ({target.value})")
             return 0
-        source = open_source(args.path)
+        source = open_any(args.path)
         if args.command == "ls":
             return _ls(source)
         if args.command == "show":
