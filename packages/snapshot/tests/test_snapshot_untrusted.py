@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import string
 import subprocess
 import tempfile
 import time
@@ -167,6 +169,19 @@ def _replay(folder: Path, *extra: str) -> list[str]:
         "30",
         *extra,
     ]
+
+
+def _outside(box: Sandbox, name: str) -> str:
+    """A shell snippet printing the sentinel file ``name`` as it is: the bash sandbox hides the
+    host's /tmp, so a recorded command cannot read the file itself; the command carries its
+    bytes ROT13-ed (which no detector of the scenario's key scan decodes) and undoes that."""
+    text = (box.sentinel / name).read_text()
+    rot = text.translate(str.maketrans(_LETTERS, _LETTERS[13:26] + _LETTERS[:13]
+                                       + _LETTERS[39:] + _LETTERS[26:39]))  # fmt: skip
+    return f"printf %s {shlex.quote(rot)} | tr 'A-Za-z' 'N-ZA-Mn-za-m'"
+
+
+_LETTERS = string.ascii_uppercase + string.ascii_lowercase
 
 
 def _bash_scenario(world: World, command: str, name: str = "bash") -> Path:
@@ -457,14 +472,14 @@ CASES = [
     # --- 5: key bytes in artefacts, control characters, markup -------------------------------
     Case(
         "failure-text-base64-of-an-outside-key",
-        lambda w: _replay(_bash_scenario(w, f"base64 -w0 {w.box.sentinel / 'secret.txt'}")),
+        lambda w: _replay(_bash_scenario(w, f"{_outside(w.box, 'secret.txt')} | base64 -w0")),
         expect=("masked",),
         code=1,
     ),
     Case(
         "failure-text-hex-of-an-outside-key",
         lambda w: _replay(
-            _bash_scenario(w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr -d ' \\n'")
+            _bash_scenario(w, f"{_outside(w.box, 'dir/key.txt')} | od -An -tx1 | tr -d ' \\n'")
         ),
         expect=("masked",),
         code=1,
@@ -474,7 +489,7 @@ CASES = [
         lambda w: _replay(
             # The key file as %XX bytes (percent-encoding of every byte).
             _bash_scenario(
-                w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr ' ' '%' | tr -d '\\n'"
+                w, f"{_outside(w.box, 'dir/key.txt')} | od -An -tx1 | tr ' ' '%' | tr -d '\\n'"
             )
         ),
         expect=("masked",),
@@ -485,7 +500,7 @@ CASES = [
         lambda w: _replay(
             _bash_scenario(
                 w,
-                f"base64 -w0 {w.box.sentinel / 'secret.txt'}; cat {w.box.sentinel / 'dir/key.txt'}",
+                f"{_outside(w.box, 'secret.txt')} | base64 -w0; {_outside(w.box, 'dir/key.txt')}",
             ),
             "--html-report",
             str(w.box.scenarios / "report.html"),
@@ -614,7 +629,7 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
 ) -> None:
     box = Sandbox.create(tmp_path)
     world = World(box, "")
-    _bash_scenario(world, f"base64 -w0 {box.sentinel / 'secret.txt'}")
+    _bash_scenario(world, f"{_outside(box, 'secret.txt')} | base64 -w0")
     env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
