@@ -543,6 +543,18 @@ CASES = [
         ),
         code=1,
     ),
+    Case(
+        "key-scan-past-the-timeout-stops-the-run",
+        lambda w: [
+            *_replay(
+                w.box.scenario("many", {f"workspace/f{i}.txt": f"{i}\n" * 2000 for i in range(300)})
+            )[:-2],
+            "--timeout",
+            "0.001",
+        ],
+        expect=("the key scan did not finish within --timeout 0.001 s",),
+        code=1,
+    ),
     # --- 7: one verdict -----------------------------------------------------------------------
     Case(
         "needs-from-a-dressed-upstream-folder-fails-the-cli",
