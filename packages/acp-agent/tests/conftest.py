@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, agent_environment
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
 from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_scripted_server import ScriptedModelServer
 
@@ -23,8 +24,8 @@ def june_corpus() -> Path:
 
 @pytest.fixture
 def model_server() -> Iterator[ScriptedModelServer]:
-    """A scripted DeepSeek-compatible server on 127.0.0.1."""
-    with ScriptedModelServer() as server:
+    """A scripted server on 127.0.0.1 playing the default model provider's profile."""
+    with ScriptedModelServer(profile=DEFAULT_MODEL_PROVIDER) as server:
         yield server
 
 
@@ -34,14 +35,14 @@ def agent_run(tmp_path: Path, model_server: ScriptedModelServer) -> AgentRun:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     root = tmp_path / "sessions"
+    # The provider's own variables (base URL, key, the session header the server routes
+    # by), named by its settings model.
+    retry_wait = model_server.profile.env_name("retry_base_wait")
     env = agent_environment(
         {
-            "DSH_MODEL_CLIENT": "deepseek",
-            "DEEPSEEK_BASE_URL": model_server.base_url,
-            # The scripted server routes each request to its session by this header.
-            "DEEPSEEK_SEND_SESSION_ID": "true",
-            "DEEPSEEK_API_KEY": "test-key-not-secret",
-            "DEEPSEEK_RETRY_BASE_WAIT": "0",
+            "DSH_MODEL_CLIENT": DEFAULT_MODEL_PROVIDER,
+            **model_server.client_env("test-key-not-secret"),
+            retry_wait: "0",
             "DSH_SESSIONS_ROOT": str(root),
         }
     )

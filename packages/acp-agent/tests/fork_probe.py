@@ -31,6 +31,8 @@ def _state() -> dict[str, object]:
         "counter": mutations,
         "leaked_module": "fork_probe_leak" in sys.modules,
         "tempdir": tempfile.gettempdir(),
+        "proc_environ": Path("/proc/self/environ").read_bytes().decode(errors="replace"),
+        "session_leader": os.getsid(0) == os.getpid(),
     }
 
 

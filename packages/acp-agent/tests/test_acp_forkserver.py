@@ -76,6 +76,25 @@ def test_a_run_that_mutates_everything_leaves_the_next_run_pristine(tmp_path: Pa
     assert mark.read_text() == "report"  # exited like an interpreter: atexit handlers ran
 
 
+def test_the_server_holds_no_key_and_a_child_has_no_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A child's /proc/<pid>/environ is the server's start-up environment, whatever the child
+    # then sets: the server must start without the caller's credentials.
+    fake = "sk-" + "f" * 8 + "-fork-server-probe"
+    for name in ("DEEPSEEK_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, fake)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(_TESTS), *sys.path]))
+    with AgentForkServer(entry="fork_probe:main", preload=["fork_probe"]) as server:
+        server_environ = Path(f"/proc/{server.process.pid}/environ").read_bytes()
+        state, _, code = _run_probe(server, tmp_path, {"PATH": os.environ["PATH"]}, "report")
+    assert code == 7
+    assert fake.encode() not in server_environ
+    assert fake not in state["proc_environ"]
+    assert b"PYTHONPATH=" in server_environ  # the rest of the caller's environment is kept
+    assert state["session_leader"] is True
+
+
 def test_a_real_agent_forks_serves_and_reports_its_cost(tmp_path: Path) -> None:
     env = agent_environment(
         {

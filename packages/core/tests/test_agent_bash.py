@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dsh_core import Agent, BashTool, Chunk, CreateOptions, SessionMeta, ToolOutcome
-from dsh_core.testing import InMemorySessionStore, ScriptedModel, tool_context
+from dsh_core.testing import InMemorySessionStore, ScriptedModel, processes_named, tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -32,17 +33,8 @@ def _spilled(text: str) -> str:
     return Path(path).read_text()
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-async def _wait_dead(pid: int) -> bool:
-    return await _until(lambda: not _alive(pid), fail=False)
+async def _wait_gone(token: str) -> bool:
+    return await _until(lambda: processes_named(token) == [], fail=False)
 
 
 async def _until(predicate: Callable[[], bool], *, fail: bool = True) -> bool:
@@ -74,12 +66,13 @@ async def test_non_zero_exit_is_reported_on_its_own_line_not_an_error(tmp_path: 
 
 
 async def test_timeout_kills_the_group_and_keeps_partial_output(tmp_path: Path) -> None:
-    pid_file = tmp_path / "bg.pid"
+    token = f"dsh-bg-{uuid.uuid4().hex}"
     tool = BashTool(500, grace_ms=200)
-    outcome = await _run(tmp_path, f"echo started; sleep 60 & echo $! > {pid_file}; wait", tool)
+    command = f"echo started; (exec -a {token} sleep 60) & wait"
+    outcome = await _run(tmp_path, command, tool)
     assert not outcome.is_error
     assert outcome.text == "started\n[timed out after 500ms]\n[killed by signal: SIGTERM]"
-    assert await _wait_dead(int(pid_file.read_text()))
+    assert await _wait_gone(token)
 
 
 async def test_output_over_the_cap_keeps_its_tail_with_a_note(tmp_path: Path) -> None:
@@ -125,21 +118,22 @@ async def test_a_missing_cwd_is_an_error(tmp_path: Path) -> None:
 
 
 async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pids"
-    task = asyncio.create_task(_run(tmp_path, f"sleep 60 & echo $$ $! > {pid_file}; wait"))
-    await _until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2)
+    token = f"dsh-bg-{uuid.uuid4().hex}"
+    task = asyncio.create_task(_run(tmp_path, f"(exec -a {token} sleep 60) & wait"))
+    await _until(
+        lambda: len(processes_named(token)) >= 2
+    )  # bash -c (its command names it) and sleep
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for pid in pid_file.read_text().split():
-        assert await _wait_dead(int(pid))
+    assert await _wait_gone(token)
 
 
 async def test_cancelling_a_turn_in_bash_kills_it_and_logs_a_cancelled_result(
     tmp_path: Path,
 ) -> None:
-    pid_file = tmp_path / "pid"
-    arguments = json.dumps({"command": f"echo $$ > {pid_file}; sleep 60", "description": "w"})
+    token = f"dsh-turn-{uuid.uuid4().hex}"
+    arguments = json.dumps({"command": f": {token}; sleep 60", "description": "w"})
     script: list[Chunk] = [
         {"type": "block-start", "index": 0, "blockType": "tool-call"},
         {
@@ -153,11 +147,11 @@ async def test_cancelling_a_turn_in_bash_kills_it_and_logs_a_cancelled_result(
     agent = Agent(ScriptedModel([[script]]), store, [BashTool()])
     session = store.create(CreateOptions(meta=SessionMeta(cwd=str(tmp_path))))
     task = asyncio.create_task(agent.run_turn(session, "go"))
-    await _until(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"))
+    await _until(lambda: len(processes_named(token)) >= 1)
     task.cancel()
     outcome = await task
     assert outcome.kind == "aborted"
-    assert await _wait_dead(int(pid_file.read_text()))
+    assert await _wait_gone(token)
     [result] = [e.data for e in session.events if e.type == "tool/result"]
     assert (result["content"][0]["text"], result["isError"]) == ("cancelled", True)
     assert session.events[-1].data["reason"] == {"kind": "aborted", "reason": "session/cancel"}

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import stat
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from dsh_core import (
     OutputCollector,
     render_bash_result,
 )
-from dsh_core.testing import tool_context
+from dsh_core.testing import processes_named, tool_context
 
 pytestmark = pytest.mark.anyio
 
@@ -53,14 +54,6 @@ def _spill_files(folder: Path) -> list[Path]:
 
 def _mode(path: str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 async def _until(predicate: Any) -> None:
@@ -106,22 +99,26 @@ async def test_escalates_to_sigkill_when_sigterm_is_trapped(tmp_path: Path) -> N
 
 
 async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "grandchild.pid"
-    await _run(tmp_path, f"sleep 60 & echo $! > {pid_file}; wait", timeoutMs=300)
-    grandchild = int(pid_file.read_text())
-    await _until(lambda: not _alive(grandchild))
+    token = f"dsh-grandchild-{uuid.uuid4().hex}"
+    ready = tmp_path / "ready"
+    command = (
+        f"(exec -a {token} sleep 60) & until pgrep -f {token}; do :; done; touch {ready}; wait"
+    )
+    await _run(tmp_path, command, timeoutMs=300)
+    assert ready.exists()  # the grandchild did run
+    await _until(lambda: processes_named(token) == [])
 
 
 async def test_cancellation_mid_run_kills_the_group(tmp_path: Path) -> None:
     # 'aborts via AbortSignal mid-run': our abort is the cancellation of the tool's task.
-    pid_file = tmp_path / "pids"
-    task = asyncio.create_task(_run(tmp_path, f"sleep 60 & echo $$ $! > {pid_file}; wait"))
-    await _until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2)
+    token = f"dsh-grandchild-{uuid.uuid4().hex}"
+    task = asyncio.create_task(_run(tmp_path, f"(exec -a {token} sleep 60) & wait"))
+    # bash -c, whose command line names the token, and the grandchild
+    await _until(lambda: len(processes_named(token)) >= 2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for pid in pid_file.read_text().split():
-        await _until(lambda pid=pid: not _alive(int(pid)))
+    await _until(lambda: processes_named(token) == [])
 
 
 async def test_a_nonexistent_cwd_is_a_spawn_error(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from dsh_llm_deepseek.testing import ScriptedModelServer
 from dsh_llm_proxy import ProxyServer
 from dsh_persistence_jsonl import JsonlSessionStore
+from dsh_scripted_server import ScriptedModelServer
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false}'

@@ -8,7 +8,6 @@ import dsh_llm_proxy.pytest_plugin
 
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
-        "DEFAULT_UPSTREAM",
         "MAX_LOG_BYTES",
         "ProxyServer",
         "REPORT_PATH",
@@ -23,6 +22,7 @@ def test_public_names() -> None:
         "open_store",
         "read_log_capped",
         "recorded_logs",
+        "upstream_defaults",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [
         "MODES",

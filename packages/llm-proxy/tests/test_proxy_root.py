@@ -10,11 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic_settings import SettingsConfigDict
 
+import dsh_core.plugins
 from dsh_core import CreateOptions, DshError, LogFormatError, SessionMeta
 from dsh_core.plugins import UnknownPluginError
 from dsh_core.testing import synthetic_turn
-from dsh_llm_proxy import STORE_MARKER, detect_store, is_recording_root, open_store, recorded_logs
+from dsh_llm_openai import ChatProvider, ChatSettings
+from dsh_llm_proxy import (
+    STORE_MARKER,
+    detect_store,
+    is_recording_root,
+    open_store,
+    recorded_logs,
+    upstream_defaults,
+)
 
 STORES = ("jsonl", "sqlite")
 
@@ -93,3 +103,30 @@ def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "named" / STORE_MARKER).write_text("no-such-store\n")
     with pytest.raises(UnknownPluginError, match="no-such-store"):
         recorded_logs(tmp_path / "named")
+
+
+@pytest.mark.parametrize("default", ["openai", "no-such-provider", "replay"])
+def test_the_default_upstream_is_the_default_providers_or_the_generic_api(
+    monkeypatch: pytest.MonkeyPatch, default: str
+) -> None:
+    # The proxy names no vendor: the default model provider's profile says where a recording
+    # goes and which variable holds its key; one that is missing, or does not speak chat
+    # completions (replay), leaves the generic OpenAI-compatible API's.
+    monkeypatch.setattr(dsh_core.plugins, "DEFAULT_MODEL_PROVIDER", default)
+    assert upstream_defaults() == ("https://api.openai.com/v1", "OPENAI_API_KEY")
+
+
+def test_the_default_upstream_follows_a_chat_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Vendor(ChatSettings):
+        model_config = SettingsConfigDict(env_prefix="VENDOR_")
+        base_url: str = "https://vendor.invalid/v1"
+
+    monkeypatch.setattr(dsh_core.plugins, "DEFAULT_MODEL_PROVIDER", "vendor")
+    provider = ChatProvider("vendor", Vendor)
+
+    def found(name: str) -> ChatProvider[Vendor]:
+        assert name == "vendor"
+        return provider
+
+    monkeypatch.setattr(dsh_core.plugins, "model_provider", found)
+    assert upstream_defaults() == ("https://vendor.invalid/v1", "VENDOR_API_KEY")

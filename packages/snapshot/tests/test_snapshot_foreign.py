@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -23,8 +24,8 @@ from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_sce
 from dsh_snapshot._foreign import ForeignAgent, foreign_agent
 from dsh_snapshot.cli import main
 
-requires_landlock = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the agent sandbox is Landlock (Linux)"
+requires_sandbox = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the agent sandbox is bubblewrap (Linux)"
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,6 +93,22 @@ def _unrecorded_copy(tmp_path: Path) -> Path:
         ("agent: [x]\nagent_env: {A: 1}\n", "agent_env.A", "valid string"),
         ("agent: [x]\nagent_env: [A]\n", "agent_env", "valid dictionary"),
         ("agent: [x]\nagent_cmd: [y]\n", "agent_cmd", "Extra inputs are not permitted"),
+        ("agent: [x]\nagent_env: {LD_PRELOAD: ./evil.so}\n", "agent_env", "sets LD_PRELOAD"),
+        ("agent: [x]\nagent_env: {ld_audit: x}\n", "agent_env", "sets ld_audit"),
+        ("agent: [x]\nagent_env: {NODE_OPTIONS: -r x}\n", "agent_env", "sets NODE_OPTIONS"),
+        ("agent: [x]\nagent_env: {PYTHONSTARTUP: x}\n", "agent_env", "sets PYTHONSTARTUP"),
+        ("agent: [x]\nagent_env: {PYTHONPATH: .}\n", "agent_env", "sets PYTHONPATH"),
+        ("agent: [x]\nagent_env: {PYTHONHOME: .}\n", "agent_env", "sets PYTHONHOME"),
+        ("agent: [x]\nagent_env: {BASH_ENV: x}\n", "agent_env", "sets BASH_ENV"),
+        ("agent: [x]\nagent_env: {ENV: x}\n", "agent_env", "sets ENV"),
+        ("agent: [x]\nagent_env: {PROMPT_COMMAND: x}\n", "agent_env", "sets PROMPT_COMMAND"),
+        ("agent: [x]\nagent_env: {GIT_CONFIG_GLOBAL: x}\n", "agent_env", "sets GIT_CONFIG"),
+        ("agent: [x]\nagent_env: {GIT_SSH_COMMAND: x}\n", "agent_env", "sets GIT_SSH_COMMAND"),
+        ("agent: [x]\nagent_env: {PATH: ./bin}\n", "agent_env", "sets PATH"),
+        ("agent: [x]\nagent_env: {HTTPS_PROXY: h}\n", "agent_env", "sets HTTPS_PROXY"),
+        ("agent: [x]\nagent_env: {PERL5OPT: x}\n", "agent_env", "sets PERL5OPT"),
+        ("agent: [x]\nagent_env: {JAVA_TOOL_OPTIONS: x}\n", "agent_env", "sets JAVA_TOOL_OPT"),
+        ("bash_network: maybe\n", "bash_network", "valid boolean"),
     ],
 )
 def test_bad_agent_fields_name_the_file_and_field(
@@ -111,6 +128,9 @@ def test_agent_fields_are_read(tmp_path: Path) -> None:
         agent_base_url_env: MY_BASE_URL
         agent_env: {MY_KEY: dummy}
         """)
+    # The harmless Python switches pass.
+    unbuffered = META + "agent: [x]\nagent_env: {PYTHONUNBUFFERED: '1', PYTHONUTF8: '1'}\n"
+    load_scenario(_scenario(tmp_path / "foreign" / "py", unbuffered))
     scenario = load_scenario(_scenario(tmp_path / "foreign" / "x", meta))
     agent = foreign_agent(scenario)
     assert agent is not None
@@ -134,20 +154,22 @@ def test_default_base_url_variable(tmp_path: Path) -> None:
     assert agent.base_url_env == "OPENAI_BASE_URL"
 
 
-def test_the_agent_environment_withholds_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-live-key-of-the-recorder")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-callers-own-openai-key")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-another")
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    monkeypatch.setenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
-    monkeypatch.setenv("DSH_SESSIONS_ROOT", "/somewhere")
+def test_the_agent_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS",
+                 "AZURE_CLIENT_SECRET", "ACTIONS_RUNTIME_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
+                 "DSH_SESSIONS_ROOT", "HTTPS_PROXY", "LD_PRELOAD", "PYTHONPATH", "BASH_ENV",
+                 "NODE_OPTIONS", "OPENAI_BASE_URL"):  # fmt: skip
+        monkeypatch.setenv(name, "caller-value")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
     agent = ForeignAgent(("x",), "OPENAI_BASE_URL", {"OPENAI_API_KEY": "placeholder"})
-    env = agent.environment("http://127.0.0.1:1/v1")
+    env = agent.environment("http://127.0.0.1:1/v1", "/run/home", "/run/tmp")
+    assert "caller-value" not in env.values()
     assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:1/v1"
     assert env["OPENAI_API_KEY"] == "placeholder"  # only what snapshot.yml set
-    for name in ("DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY", "HTTPS_PROXY", "DSH_SESSIONS_ROOT"):
-        assert name not in env
-    assert "PATH" in env
+    assert (env["HOME"], env["TMPDIR"], env["LC_ALL"]) == ("/run/home", "/run/tmp", "C.UTF-8")
+    assert set(env) <= {"PATH", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "HOME", "TMPDIR",
+                        "TMP", "TEMP", "OPENAI_API_KEY", "OPENAI_BASE_URL"}  # fmt: skip
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -304,10 +326,10 @@ def test_the_cli_agent_option_runs_another_agent(
     assert main(["replay", "--composition", "jsonl", str(folder)]) == 1
 
 
-@requires_landlock
+@requires_sandbox
 def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) -> None:
-    """``agent:`` comes from the scenario, which a pull request controls: the command runs with
-    its writes confined to the run, as a recorded ``bash`` command does."""
+    """``agent:`` comes from the scenario, which a pull request controls: the command runs in
+    the bash tool's sandbox (SECURITY.md)."""
     outside = tmp_path / "outside" / "planted.txt"
     outside.parent.mkdir()
     script = (
@@ -315,13 +337,60 @@ def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) ->
         "pathlib.Path('inside.txt').write_text('ok')\n"  # the run's cwd: allowed
         f"pathlib.Path({str(outside)!r}).write_text('pwned')\n"
     )
-    (tmp_path / "hostile.py").write_text(script, encoding="utf-8")
-    meta = META + f"agent: ['{{python}}', '{tmp_path / 'hostile.py'}']\n"
+    meta = META + "agent: ['{python}', '{scenario}/hostile.py']\n"
     folder = _scenario(tmp_path / "foreign" / "hostile", meta)
+    (folder / "hostile.py").write_text(script, encoding="utf-8")
     result = run_scenario(load_scenario(folder), SnapshotSettings())
     assert not result.ok
     assert not outside.exists()
-    assert "PermissionError" in "\n".join(result.failures)
+    # Its folder is hidden inside (under the host's /tmp, which the sandbox replaces).
+    assert "No such file or directory" in "\n".join(result.failures)
+
+
+@requires_sandbox
+def test_a_hostile_agent_reaches_nothing_but_its_proxy(tmp_path: Path) -> None:
+    """A foreign agent holds no credential of the caller and reaches only the proxy: not a
+    listener on the host's loopback, not a Unix socket, not the terminal."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        script = textwrap.dedent(f"""\
+            import os, socket, sys, urllib.request
+            print("env", sorted(os.environ), file=sys.stderr)
+            for name in ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"):
+                print(name, os.environ.get(name), file=sys.stderr)
+            try:
+                socket.create_connection(("127.0.0.1", {port}), 5)
+                print("host loopback reached", file=sys.stderr)
+            except OSError as exc:
+                print("host loopback:", exc.strerror, file=sys.stderr)
+            try:
+                socket.socket(socket.AF_UNIX).connect("/run/anything")
+            except OSError as exc:
+                print("unix socket:", exc.strerror, file=sys.stderr)
+            base = os.environ["OPENAI_BASE_URL"].removesuffix("/v1")
+            try:
+                urllib.request.urlopen(base + "/nothing-here", timeout=10)
+            except urllib.error.HTTPError as exc:
+                print("proxy answered", exc.code, file=sys.stderr)
+            sys.exit(3)
+            """)
+        meta = META + "agent: ['{python}', '{scenario}/probe.py']\n"
+        folder = _scenario(tmp_path / "foreign" / "probe", meta)
+        (folder / "probe.py").write_text(script, encoding="utf-8")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("GITHUB_TOKEN", "ghp_fake_token_of_the_runner")
+            patch.setenv("AWS_SECRET_ACCESS_KEY", "fake/aws/secret")
+            result = run_scenario(load_scenario(folder), SnapshotSettings())
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    failures = "\n".join(result.failures)
+    assert "(exit code 3)" in failures
+    assert "GITHUB_TOKEN None" in failures
+    assert "AWS_SECRET_ACCESS_KEY None" in failures
+    assert "host loopback: Connection refused" in failures
+    assert "unix socket: Address family not supported by protocol" in failures
+    assert "proxy answered 404" in failures
 
 
 def test_an_override_is_refused_for_a_foreign_agent(tmp_path: Path) -> None:

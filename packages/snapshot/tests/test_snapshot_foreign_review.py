@@ -34,10 +34,10 @@ STDOUT = "stdout.expected.jsonl"
 BACKENDS = ("--persistence", "jsonl,sqlite")
 RERECORD = "record it again: dsh-snapshot record --scripted"
 
-requires_landlock = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the agent sandbox is Landlock (Linux)"
+requires_sandbox = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the agent sandbox is bubblewrap (Linux)"
 )
-pytestmark = requires_landlock
+pytestmark = requires_sandbox
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ and fake keys in the environment, and asserts:
 - a refused scenario is reported naming the file and the field (or entry), and its folder is
   left exactly as it was.
 
-The recorded-``bash`` cases hold because of the Landlock/netns sandbox and the tool environment
+The recorded-``bash`` cases hold because of the bubblewrap sandbox and the tool environment
 allow-list (``dsh_core._sandbox``); the rest because of this package's confinement, key scan and
 staged publishing (SECURITY.md maps each promise to its case).
 """
@@ -311,10 +311,13 @@ CASES = [
         refused=False,
     ),
     Case(
-        "bash-reads-an-outside-key-in-refresh",
+        # The sandbox hides the host's /tmp (where the key lies): the command cannot read it,
+        # and the refreshed fixtures hold its failure, never the key.
+        "bash-cannot-read-an-outside-key-in-refresh",
         _bash(lambda box: f"cat {box.sentinel / 'secret.txt'}"),
         command=("refresh",),
-        expect=("the new fixtures were NOT written", "bash/session.jsonl:", "value masked"),
+        code=0,
+        refused=False,
     ),
     Case(
         "bash-runs-env-in-refresh",
@@ -384,9 +387,10 @@ def test_record_with_a_hostile_model(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """``dsh-snapshot record`` (live mode, a fake key) against the scripted
-    model server, whose model runs ``env``, reads an outside key through a symlink it makes,
-    and writes outside the workspace and into ``$HOME``."""
+    """``dsh-snapshot record`` (live mode, a fake key) against the scripted model server, whose
+    model runs ``env``, tries to read an outside key through a symlink it makes, and writes
+    outside the workspace and into ``$HOME``: the sandbox hides the key (the host's /tmp) and
+    refuses the writes, so the recording holds the failures, no key, and is published."""
     from dsh_core.plugins import DEFAULT_MODEL_PROVIDER  # noqa: PLC0415
     from dsh_scripted_server import ScriptedModelServer  # noqa: PLC0415 - this test only
 
@@ -430,10 +434,8 @@ def test_record_with_a_hostile_model(
         if state != before.get(rel) and state.startswith("file:"):
             assert box.leaks((box.root / rel).read_bytes()) == [], rel
     assert list(box.tmpdir.iterdir()) == []
-    scenario = {k: v for k, v in before.items() if k.startswith("scenarios/")}
-    assert {k: v for k, v in after.items() if k.startswith("scenarios/")} == scenario
-    assert code == 1
-    text = _outputs(out)
-    assert "the new fixtures were NOT written" in text
-    assert f"{folder / 'session.jsonl'}:" in text
-    assert "value masked" in text
+    assert code == 0, _outputs(out)
+    recorded = (folder / "session.jsonl").read_text(encoding="utf-8")
+    assert "cat: peek: No such file or directory" in recorded
+    assert "victim.txt: No such file or directory" in recorded  # the write beside the key
+    assert not (folder / "session.1.jsonl").exists()  # the stale child log went with it

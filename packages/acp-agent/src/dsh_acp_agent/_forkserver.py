@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
-from dsh_core import plugins
+from dsh_core import is_secret_name, plugins
 
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
@@ -52,6 +52,10 @@ class ForkServerError(OSError):
 
 
 # --- the client side --------------------------------------------------------------------------
+
+
+def _keyless(env: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if not is_secret_name(name)}
 
 
 class ForkedAgent:
@@ -124,8 +128,10 @@ class AgentForkServer:
         start_timeout: seconds the server may take to import the agent and say it is ready.
         entry: ``module:function`` each child runs (the agent's ``main``; tests give a probe).
         preload: modules imported before any fork.
-        env: the server's own environment (default: this process's); each child gets the
-            environment passed to :meth:`spawn` instead.
+        env: the server's own environment (default: this process's without any
+            credential-shaped variable, :func:`dsh_core.is_secret_name`); each child gets the
+            environment passed to :meth:`spawn` instead. The server holds no key: a child's
+            ``/proc/<pid>/environ`` is the server's, whatever :meth:`spawn` passes.
     """
 
     def __init__(
@@ -145,7 +151,7 @@ class AgentForkServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
-                env=dict(os.environ if env is None else env),
+                env=_keyless(os.environ) if env is None else dict(env),
             )
         finally:
             theirs.close()
@@ -241,6 +247,11 @@ def _child(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, str], e
     """In the forked child: become a fresh agent process; never returns."""
     code = 70  # EX_SOFTWARE: the child could not even start the agent
     try:
+        # A session of its own (no controlling terminal, out of the gate's process group) and
+        # killed when the server dies: what bubblewrap's --new-session and --die-with-parent
+        # give a sandboxed command.
+        os.setsid()
+        _die_with_parent()
         sock.close()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -271,6 +282,14 @@ def _child(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, str], e
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes  # noqa: PLC0415 - Linux only, in the child
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def _run_child(sock: socket.socket, pid: int) -> bool:

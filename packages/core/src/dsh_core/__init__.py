@@ -123,6 +123,7 @@ from dsh_core._request_header import (
     request_header_event,
 )
 from dsh_core._sandbox import (
+    ConfinedCommand,
     SandboxMechanisms,
     SandboxSettings,
     SandboxUnavailableError,
@@ -310,6 +311,7 @@ __all__ = [
     "LoopProfile",
     "loop_behaviour",
     # tool environment and sandbox
+    "ConfinedCommand",
     "SandboxMechanisms",
     "SandboxSettings",
     "SandboxUnavailableError",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_core._model import ToolSpec
-from dsh_core._sandbox import SandboxUnavailableError, ToolSandbox
+from dsh_core._sandbox import ConfinedCommand, SandboxUnavailableError, ToolSandbox
 from dsh_core._tools import INVALID_ARGS, ToolContext, ToolOutcome
 
 __all__ = [
@@ -310,36 +310,53 @@ class BashTool:
             return ToolOutcome(f"Error: {error}", True)
         try:
             # Confined to the session's cwd, whatever workdir the command starts in.
-            argv = await self.sandbox.wrap(["bash", "-c", command], context.cwd)
+            confined = self.sandbox.confine(
+                ["bash", "-c", command],
+                context.cwd,
+                env=self.sandbox.environment() | ENV_OVERRIDES,
+                chdir=cwd,
+                supervised=True,
+            )
         except SandboxUnavailableError as error:
             return ToolOutcome(f"Error: {error}", True)
         # The process exists before create_subprocess_exec returns (it still connects the
         # pipes); a cancellation in that window must not leave the command's group running.
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
-                *argv,
+                *confined.argv,
                 cwd=cwd,
-                env=self.sandbox.environment() | ENV_OVERRIDES,
+                env=confined.env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                pass_fds=confined.pass_fds,
             )
         )
         try:
-            process = await asyncio.shield(spawn)
+            try:
+                process = await asyncio.shield(spawn)
+            finally:
+                confined.started()
         except FileNotFoundError:
+            confined.close()
             # Node's words for it (upstream's text), then ours.
             return ToolOutcome(
                 f"Error: spawn bash ENOENT: the working directory {cwd} does not exist", True
             )
         except OSError as error:
+            confined.close()
             return ToolOutcome(f"Error: spawn bash failed in {cwd}: {error}", True)
         except asyncio.CancelledError:
+            confined.close()
             with contextlib.suppress(OSError):
                 await _kill_now(await spawn)
             raise
-        return ToolOutcome(render_bash_result(await self._wait(process, timeout_ms)))
+        try:
+            result = await self._wait(process, confined, timeout_ms)
+        finally:
+            confined.close()
+        return ToolOutcome(render_bash_result(result))
 
     def _resolve(
         self, arguments: Mapping[str, Any], context: ToolContext
@@ -368,7 +385,27 @@ class BashTool:
             raise _ArgsError(f"spawn bash ENOENT: the working directory {cwd} does not exist")
         return command, timeout_ms, cwd
 
-    async def _wait(self, process: asyncio.subprocess.Process, timeout_ms: float) -> BashResult:
+    async def _kill(
+        self,
+        process: asyncio.subprocess.Process,
+        confined: ConfinedCommand,
+        done: asyncio.Future[Any],
+    ) -> None:
+        # Through the supervisor first: the sandbox then ends by itself, its last process gone
+        # when the command's result is returned. Killing bubblewrap from outside ends it too,
+        # but a moment later (its PID 1 dies with it): the fallback if the supervisor is stuck.
+        if confined.signal(signal.SIGKILL):
+            try:
+                await asyncio.wait_for(asyncio.shield(done), self.grace_ms / 1000)
+                return
+            except TimeoutError:
+                pass
+        _signal_group(process, signal.SIGKILL)
+        await asyncio.shield(done)
+
+    async def _wait(
+        self, process: asyncio.subprocess.Process, confined: ConfinedCommand, timeout_ms: float
+    ) -> BashResult:
         spill_dir = self.spill_dir or self.sandbox.tmp
         out = OutputCollector(self.max_output_bytes, "stdout", spill_dir)
         err = OutputCollector(self.max_output_bytes, "stderr", spill_dir)
@@ -383,12 +420,13 @@ class BashTool:
                 await asyncio.wait_for(asyncio.shield(done), timeout_ms / 1000)
             except TimeoutError:
                 timed_out = True
-                _signal_group(process, signal.SIGTERM)
+                # Sandboxed, the command's own group is inside: its supervisor signals it.
+                if not confined.signal(signal.SIGTERM):
+                    _signal_group(process, signal.SIGTERM)
                 try:
                     await asyncio.wait_for(asyncio.shield(done), self.grace_ms / 1000)
                 except TimeoutError:
-                    _signal_group(process, signal.SIGKILL)
-                    await asyncio.shield(done)
+                    await self._kill(process, confined, done)
         except BaseException:
             # Cancelled turn (or a failure while reading): nothing of the command may survive.
             await _kill_now(process)
@@ -396,6 +434,10 @@ class BashTool:
                 await done
             raise
         code = process.returncode
+        status = confined.wait_status()
+        if status is not None:
+            # The command's own end: bubblewrap would say 128+N for a signal N.
+            code = os.waitstatus_to_exitcode(status)
         return BashResult(
             exit_code=code if code is not None and code >= 0 else None,
             signal=_signal_name(-code) if code is not None and code < 0 else None,

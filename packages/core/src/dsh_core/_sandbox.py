@@ -1,11 +1,21 @@
-"""What a tool's child process gets: an allow-listed environment and, on Linux, a sandbox.
+"""What a tool's child process gets: an allow-listed environment and a bubblewrap sandbox.
 
-A command the model (or a recorded scenario) runs must not see the agent's secrets nor touch
-what lies outside its run. :class:`ToolSandbox` owns one run's private directories (a temp home
-and a temp dir, removed when the run ends), builds the child's environment from an allow-list,
-and wraps the command in ``_sandbox_exec.py`` so that writes are confined to the session cwd and
-those directories (Landlock) and, when asked, no network is reachable (a new network namespace,
-plus Landlock's TCP rules as a second layer).
+A command the model (or a recorded scenario) runs, and a foreign agent a scenario names, must
+not see the agent's secrets nor touch what lies outside its run. :class:`ToolSandbox` owns one
+run's private directories (a home and a temp dir, removed when the run ends), builds the
+child's environment from an allow-list and wraps the command in bubblewrap (``bwrap``, what
+Flatpak uses) with one policy (SECURITY.md, "The sandbox"):
+
+- the host file system read-only (so writes, ``chmod``, ``utime`` and xattrs outside fail),
+  only the run's cwd and the private home and temp dir writable; the host's ``/tmp``,
+  ``/var/tmp``, ``/run`` (``/var/run``), ``$XDG_RUNTIME_DIR`` and the usual credential folders
+  of the home are hidden behind empty ones;
+- new user, PID, IPC, UTS and cgroup namespaces, and (network ``deny``) a new network namespace
+  whose only interface is its own loopback;
+- ``--new-session`` (no controlling terminal), ``--die-with-parent`` and PID 1 of its own
+  namespace (nothing outlives the command), ``--cap-drop ALL``, ``--disable-userns``,
+  ``--clearenv`` and only the allow-listed variables;
+- a seccomp filter (:mod:`dsh_core._seccomp`): no ``socket(AF_UNIX)``, no ``TIOCSTI``.
 
 Settings (``DSH_*``, read by :class:`SandboxSettings`):
 
@@ -19,22 +29,27 @@ Settings (``DSH_*``, read by :class:`SandboxSettings`):
 
 from __future__ import annotations
 
-import asyncio
-import json
+import contextlib
+import functools
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import weakref
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dsh_core._sandbox_net import LoopbackForward
+from dsh_core._seccomp import SeccompUnavailableError, seccomp_program
+
 __all__ = [
+    "ConfinedCommand",
     "SandboxMechanisms",
     "SandboxSettings",
     "SandboxUnavailableError",
@@ -54,13 +69,32 @@ _SECRET_WORDS = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
     re.IGNORECASE,
 )
-# Devices a shell writes to as a matter of course.
-_WRITABLE_DEVICES = tuple(
-    device
-    for device in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
-    if Path(device).exists()
+# Where a host keeps its sockets and shared scratch space: hidden behind an empty tmpfs.
+# (--dev /dev already gives a fresh /dev and /dev/shm.)
+_HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
+# Credential folders and files of a home: hidden although reads are otherwise open (a live
+# model's `cat ~/.aws/credentials` would reach the API in its next request).
+_HIDDEN_IN_HOME = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".docker",
+    ".kube",
+    ".config/gcloud",
+    ".config/gh",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
 )
-_WRAPPER = Path(__file__).with_name("_sandbox_exec.py")
+ENABLE_USERNS_HINT = (
+    "allow unprivileged user namespaces (Ubuntu 24.04: "
+    "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; see README, 'The sandbox')"
+)
+INSTALL_BWRAP_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+_INIT = Path(__file__).with_name("_sandbox_init.py")
 
 
 class SandboxSettings(BaseSettings):
@@ -81,7 +115,7 @@ class SandboxSettings(BaseSettings):
 def is_secret_name(name: str) -> bool:
     """Whether a variable may hold a secret: a provider's or CI's prefix (``DEEPSEEK_*``,
     ``DSH_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``) or a name
-    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH, JWT… (any case)."""
+    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH… (any case)."""
     return name.upper().startswith(_NEVER_PREFIXES) or bool(_SECRET_WORDS.search(name))
 
 
@@ -121,21 +155,90 @@ class SandboxMechanisms:
     """What this system offers.
 
     Attributes:
-        landlock_abi: the kernel's Landlock ABI version (0: none).
-        netns_problem: why a new network namespace cannot be made, ``None`` when it can.
+        bwrap_problem: why bubblewrap cannot confine a command here, ``None`` when it can.
+        seccomp_problem: why the seccomp filter cannot be built, ``None`` when it can.
     """
 
-    landlock_abi: int
-    netns_problem: str | None = None
+    bwrap_problem: str | None = None
+    seccomp_problem: str | None = None
 
     @classmethod
-    def none(cls, reason: str) -> SandboxMechanisms:
-        """Nothing available, for ``reason`` (another OS, a failed probe)."""
-        return cls(0, reason)
+    def probe(cls) -> SandboxMechanisms:
+        """Probe this system (once per process: the answer is cached)."""
+        return _probe()
+
+    @property
+    def missing(self) -> list[str]:
+        """Each missing mechanism, with why and how to get it."""
+        return [p for p in (self.bwrap_problem, self.seccomp_problem) if p is not None]
 
 
 class SandboxUnavailableError(Exception):
-    """``DSH_SANDBOX=strict`` and a mechanism the settings ask for is missing."""
+    """``DSH_SANDBOX=strict`` and a mechanism the policy needs is missing."""
+
+
+@dataclass
+class ConfinedCommand:
+    """A command ready to start.
+
+    Attributes:
+        argv: bubblewrap's command line (or the bare command when unconfined).
+        env: the environment to start it with.
+        pass_fds: the descriptors it must inherit; :meth:`started` closes the parent's copies.
+        supervised: whether a supervisor inside the sandbox reports the command's own wait
+            status and relays signals (:meth:`signal`, :meth:`wait_status`).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    pass_fds: tuple[int, ...] = ()
+    supervised: bool = False
+    _child_fds: list[int] = field(default_factory=list[int])
+    _control: int | None = None
+    _status: int | None = None
+    _forward: LoopbackForward | None = None
+
+    def started(self) -> None:
+        """The process has started (or failed to): close the parent's copies of its fds."""
+        if self._forward is not None:
+            self._forward.started()
+        while self._child_fds:
+            with contextlib.suppress(OSError):
+                os.close(self._child_fds.pop())
+
+    def signal(self, number: int) -> bool:
+        """Ask the supervisor to send signal ``number`` to the command's process group;
+        ``False`` when there is no supervisor or it is gone."""
+        if self._control is None:
+            return False
+        try:
+            os.write(self._control, bytes([number]))
+        except OSError:
+            return False
+        return True
+
+    def wait_status(self) -> int | None:
+        """The command's raw wait status once the sandbox has ended, ``None`` if unknown (not
+        supervised, or the supervisor was killed before it could say)."""
+        if self._status is None:
+            return None
+        try:
+            os.set_blocking(self._status, False)
+            return int(os.read(self._status, 64))
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Close every descriptor this object opened (idempotent)."""
+        self.started()
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+        for fd in (self._control, self._status):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._control = self._status = None
 
 
 class ToolSandbox:
@@ -146,6 +249,7 @@ class ToolSandbox:
         mechanisms: what the system offers (default: probed once, on first use). Tests pass
             one to force a mechanism to be missing.
         source_env: where allow-listed variables are read from (default: ``os.environ``).
+        root: where the private home and temp dir are made (default: the system temp dir).
     """
 
     def __init__(
@@ -153,16 +257,18 @@ class ToolSandbox:
         settings: SandboxSettings | None = None,
         mechanisms: SandboxMechanisms | None = None,
         source_env: Mapping[str, str] | None = None,
+        root: Path | None = None,
     ) -> None:
         self.settings = settings if settings is not None else SandboxSettings()
         self._mechanisms = mechanisms
         self._source_env = source_env
+        self._root = root
         self._base: Path | None = None
         self._warned = False
 
     def _private_dirs(self) -> tuple[Path, Path]:
         if self._base is None:
-            base = Path(tempfile.mkdtemp(prefix="dsh-tool-")).resolve()
+            base = Path(tempfile.mkdtemp(prefix="dsh-tool-", dir=self._root)).resolve()
             (base / "home").mkdir(mode=0o700)
             (base / "tmp").mkdir(mode=0o700)
             # Removed when the sandbox is collected or the process exits.
@@ -187,72 +293,218 @@ class ToolSandbox:
             str(home), str(tmp), self.settings.extra_env_names, self._source_env
         )
 
-    async def wrap(self, argv: list[str], cwd: str) -> list[str]:
-        """``argv`` prefixed with the sandbox wrapper the settings and the system allow.
+    def confine(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        chdir: str | None = None,
+        readable: Sequence[str] = (),
+        network: bool | None = None,
+        supervised: bool = False,
+        forward_port: int | None = None,
+    ) -> ConfinedCommand:
+        """``argv`` inside the sandbox the settings and the system allow.
+
+        Args:
+            argv: the command.
+            cwd: the run's working directory: writable inside, with the private home and tmp.
+            env: the command's whole environment (default: :meth:`environment`); it must
+                already be allow-listed, it is passed as given.
+            chdir: where the command starts (default ``cwd``; e.g. a ``workdir`` below it).
+            readable: further paths made visible read-only (hidden ones included, e.g. a
+                scenario folder under ``/tmp``).
+            network: whether the command shares the host's network (default: the settings').
+            supervised: run it under :mod:`dsh_core._sandbox_init`, which relays signals to its
+                process group and reports its own wait status (the ``bash`` tool's needs).
+            forward_port: the one host service the command may reach: it gets a network of
+                its own in which ``127.0.0.1:forward_port`` is relayed to the host's (a foreign
+                agent's proxy; :class:`dsh_core._sandbox_net.LoopbackForward`). Implies no
+                other network.
 
         Raises:
-            SandboxUnavailableError: strict mode and a needed mechanism is missing (the
-                message names it).
+            SandboxUnavailableError: strict mode and a mechanism is missing (the message says
+                which, why and how to enable it, in one line).
         """
+        env = dict(self.environment() if env is None else env)
         if self.settings.sandbox == "off":
-            return argv
-        mechanisms = await self._probe()
-        deny_network = self.settings.sandbox_network == "deny"
-        missing: list[str] = []
-        options: list[str] = []
-        if mechanisms.landlock_abi >= 1:
-            home, tmp = self._private_dirs()
-            options.append("--landlock")
-            writable = [cwd, str(home), str(tmp)]
-            writable += _WRITABLE_DEVICES
-            for path in writable:
-                options += ["--write", path]
-            if deny_network:
-                options.append("--deny-tcp")
+            return ConfinedCommand(list(argv), env)
+        mechanisms = self._mechanisms if self._mechanisms is not None else _probe()
+        self._mechanisms = mechanisms
+        if mechanisms.bwrap_problem is not None:
+            self._missing(mechanisms.missing)
+            return ConfinedCommand(list(argv), env)
+        home, tmp = self._private_dirs()
+        if network is None:
+            network = self.settings.sandbox_network == "allow"
+        command = ConfinedCommand([], env)
+        seccomp_args: list[str] = []
+        if mechanisms.seccomp_problem is None:
+            read_end, write_end = os.pipe()
+            command._child_fds.append(read_end)  # pyright: ignore[reportPrivateUsage]
+            with os.fdopen(write_end, "wb") as sink:
+                sink.write(seccomp_program())  # a few hundred bytes: never fills the pipe
+            seccomp_args = ["--seccomp", str(read_end)]
         else:
-            missing.append("Landlock (writes are not confined)")
-        if deny_network:
-            if mechanisms.netns_problem is None:
-                options.append("--netns")
-            else:
-                missing.append(f"a network namespace ({mechanisms.netns_problem})")
-        if missing:
-            what = "; ".join(missing)
-            if self.settings.sandbox == "strict":
-                raise SandboxUnavailableError(
-                    f"sandbox unavailable and DSH_SANDBOX=strict: missing {what}"
-                )
-            if not self._warned:
-                self._warned = True
-                print(f"dsh: sandbox incomplete, running without {what}", file=sys.stderr)
-        if not options:
-            return argv
-        return [sys.executable, "-I", "-S", str(_WRAPPER), *options, "--", *argv]
+            self._missing(mechanisms.missing)
+        inner = list(argv)
+        if forward_port is not None:
+            network = False
+            forward = LoopbackForward(forward_port)
+            command._forward = forward  # pyright: ignore[reportPrivateUsage]
+            command._child_fds.append(forward.child_fd)  # pyright: ignore[reportPrivateUsage]
+            inner = [*forward.prefix(), *inner]
+        if supervised:
+            status_read, status_write = os.pipe()
+            control_read, control_write = os.pipe()
+            command._child_fds += [status_write, control_read]  # pyright: ignore[reportPrivateUsage]
+            command._status, command._control = status_read, control_write  # pyright: ignore[reportPrivateUsage]
+            command.supervised = True
+            init = [sys.executable, "-I", "-S", str(_INIT), str(status_write), str(control_read)]
+            inner = [*init, "--", *inner]
+        command.pass_fds = tuple(command._child_fds)  # pyright: ignore[reportPrivateUsage]
+        if command._forward is not None:  # pyright: ignore[reportPrivateUsage]
+            # The relay's end is closed by the relay itself, not with the others.
+            command._child_fds.remove(command._forward.child_fd)  # pyright: ignore[reportPrivateUsage]
+        command.argv = [
+            *bwrap_options(
+                cwd=cwd,
+                writable=(str(home), str(tmp)),
+                readable=[*readable, *_interpreter_paths()],
+                chdir=chdir or cwd,
+                env=env,
+                network=network,
+            ),
+            *seccomp_args,
+            "--",
+            *inner,
+        ]
+        return command
 
-    async def _probe(self) -> SandboxMechanisms:
-        if self._mechanisms is None:
-            self._mechanisms = await probe_mechanisms()
-        return self._mechanisms
+    def _missing(self, missing: list[str]) -> None:
+        what = "; ".join(missing)
+        if self.settings.sandbox == "strict":
+            raise SandboxUnavailableError(f"sandbox unavailable and DSH_SANDBOX=strict: {what}")
+        if not self._warned:
+            self._warned = True
+            print(f"dsh: sandbox incomplete, running without {what}", file=sys.stderr)
 
 
-async def probe_mechanisms() -> SandboxMechanisms:
-    """Ask a throwaway wrapper process what this system offers."""
-    if not sys.platform.startswith("linux"):
-        return SandboxMechanisms.none(f"not available on {sys.platform}")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        "-S",
-        str(_WRAPPER),
-        "--probe",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
+def _interpreter_paths() -> list[str]:
+    """What this interpreter and package need to be read from inside (bound only when a hidden
+    folder covers them, e.g. a virtual environment under /tmp): its prefixes and this package."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    paths.add(str(_INIT.parent))
+    return sorted(paths)
+
+
+def _under_any(path: str, hidden: Sequence[tuple[str, bool]]) -> bool:
+    return any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden)
+
+
+def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
+    """Host paths to hide: ``(path, is_dir)`` for those that exist (links are left: hiding
+    their target is enough, and ``/var/run`` is one to ``/run`` on most systems)."""
+    candidates: list[str] = list(_HIDDEN_DIRS)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        candidates.append(runtime)
+    if home and os.path.isabs(home) and home != "/":
+        candidates += [os.path.join(home, name) for name in _HIDDEN_IN_HOME]
+    found: list[tuple[str, bool]] = []
+    for path in candidates:
+        if os.path.islink(path) or not os.path.exists(path):
+            continue
+        found.append((path, os.path.isdir(path)))
+    return found
+
+
+def bwrap_options(
+    *,
+    cwd: str,
+    writable: Sequence[str],
+    readable: Sequence[str],
+    chdir: str,
+    env: Mapping[str, str],
+    network: bool,
+) -> list[str]:
+    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``."""
+    options = [
+        "bwrap",
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-user",
+        "--disable-userns",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    if not network:
+        options.append("--unshare-net")
+    hidden = _hidden_paths(os.environ.get("HOME"))
+    for path, is_dir in hidden:
+        options += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
+    for path in readable:
+        # Only what a hidden folder covers needs binding (the rest is visible already, and a
+        # link cannot be bound over itself on a read-only file system).
+        if _under_any(path, hidden) and os.path.exists(path) and not os.path.islink(path):
+            options += ["--ro-bind", path, path]
+    for path in (cwd, *writable):
+        options += ["--bind", path, path]
+    # The empty folders are read-only too (the binds inside them stay as they are): a write
+    # to /tmp/x fails as one to /etc/x does, rather than landing in memory.
+    for path, is_dir in hidden:
+        if is_dir:
+            options += ["--remount-ro", path]
+    options += ["--chdir", chdir, "--clearenv"]
+    for name, value in env.items():
+        options += ["--setenv", name, value]
+    return options
+
+
+@functools.cache
+def _probe() -> SandboxMechanisms:
+    """Start the policy once around ``true``: bubblewrap missing, or the kernel refusing its
+    namespaces (AppArmor on Ubuntu 24.04, a container without user namespaces), shows here."""
+    seccomp_problem: str | None = None
     try:
-        found = json.loads(out)
-        return SandboxMechanisms(int(found["landlock"]), found["netns"])
-    except (ValueError, KeyError, TypeError):
-        detail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        return SandboxMechanisms.none(f"the sandbox probe failed: {detail[0]}")
+        seccomp_program()
+    except SeccompUnavailableError as exc:
+        seccomp_problem = f"the seccomp filter ({exc})"
+    if not sys.platform.startswith("linux"):
+        return SandboxMechanisms(f"bubblewrap (Linux only, not {sys.platform})", seccomp_problem)
+    if shutil.which("bwrap") is None:
+        return SandboxMechanisms(f"bubblewrap: bwrap is not on PATH; {INSTALL_BWRAP_HINT}")
+    with tempfile.TemporaryDirectory(prefix="dsh-probe-") as scratch:
+        options = bwrap_options(
+            cwd=scratch, writable=(), readable=(), chdir=scratch, env={}, network=False
+        )
+        try:
+            done = subprocess.run(
+                [*options, "--", "true"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return SandboxMechanisms(f"bubblewrap (bwrap did not run: {exc})", seccomp_problem)
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return SandboxMechanisms(
+            f"bubblewrap (bwrap cannot create its namespaces: {detail}); {ENABLE_USERNS_HINT}",
+            seccomp_problem,
+        )
+    return SandboxMechanisms(None, seccomp_problem)

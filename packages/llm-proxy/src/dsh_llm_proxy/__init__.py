@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
     from dsh_llm_proxy._cli import main
-    from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+    from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
     from dsh_llm_proxy._root import (
         MAX_LOG_BYTES,
         STORE_MARKER,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # serving
-    "DEFAULT_UPSTREAM",
+    "upstream_defaults",
     "REPORT_PATH",
     "ProxyServer",
     "Scrub",
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "DEFAULT_UPSTREAM": "_defaults",
+    "upstream_defaults": "_defaults",
     "REPORT_PATH": "_defaults",
     "ProxyServer": "_server",
     "Scrub": "_scrub",

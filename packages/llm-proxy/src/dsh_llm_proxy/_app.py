@@ -25,7 +25,7 @@ from starlette.routing import Route
 from dsh_core import Chunk, DshError, ModelError, ModelRequest, SessionStore
 from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
-from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM, REPORT_PATH
+from dsh_llm_proxy._defaults import REPORT_PATH
 from dsh_llm_proxy._guard import LocalOnly
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
@@ -37,7 +37,6 @@ from dsh_llm_replay import (
 )
 
 __all__ = [
-    "DEFAULT_UPSTREAM",
     "REPORT_PATH",
     "RecordEngine",
     "ReplayEngine",

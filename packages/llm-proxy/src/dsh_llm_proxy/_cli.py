@@ -9,7 +9,6 @@ from importlib.metadata import PackageNotFoundError, version
 
 from dsh_core import DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
-from dsh_llm_proxy._app import DEFAULT_UPSTREAM
 from dsh_llm_proxy._scrub import Scrub, parse_assignment
 from dsh_llm_proxy._server import ProxyServer
 
@@ -40,11 +39,14 @@ def _parser() -> argparse.ArgumentParser:
         f"({', '.join(store_backend_names())}; default: {DEFAULT_STORE_BACKEND})",
     )
     record.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    record.add_argument("--upstream", default=DEFAULT_UPSTREAM, help="upstream API root")
+    record.add_argument(
+        "--upstream",
+        help="upstream API root (default: the default model provider's, see upstream_defaults)",
+    )
     record.add_argument(
         "--api-key-env",
-        default="DEEPSEEK_API_KEY",
-        help="environment variable holding the upstream key (default: DEEPSEEK_API_KEY)",
+        help="environment variable holding the upstream key (default: the default model "
+        "provider's key variable)",
     )
     replay = modes.add_parser("replay", help="answer from a recording, keylessly")
     replay.add_argument("--root", required=True, help="folder holding the recording")

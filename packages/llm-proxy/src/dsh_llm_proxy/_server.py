@@ -16,7 +16,6 @@ import uvicorn
 from dsh_core import DshError, SessionStore
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
 from dsh_llm_proxy._app import (
-    DEFAULT_UPSTREAM,
     REPORT_PATH,
     Engine,
     RecordEngine,
@@ -25,6 +24,7 @@ from dsh_llm_proxy._app import (
     build_app,
 )
 from dsh_llm_proxy._book import call_inputs
+from dsh_llm_proxy._defaults import upstream_defaults
 from dsh_llm_proxy._root import detect_store, open_store
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_replay import (
@@ -114,8 +114,8 @@ class ProxyServer:
         root: Path | str,
         *,
         store: str = DEFAULT_STORE_BACKEND,
-        upstream: str = DEFAULT_UPSTREAM,
-        api_key_env: str = "DEEPSEEK_API_KEY",
+        upstream: str | None = None,
+        api_key_env: str | None = None,
         port: int = 0,
         scrub: Scrub | None = None,
     ) -> ProxyServer:
@@ -124,7 +124,9 @@ class ProxyServer:
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
         """
-        key = api_key_from_env(api_key_env)
+        default_upstream, default_key_env = upstream_defaults()
+        upstream = upstream or default_upstream
+        key = api_key_from_env(api_key_env or default_key_env)
         opened = open_store(Path(root), store)
         existing = len(opened.list_sessions())
         if existing:

@@ -16,7 +16,8 @@ Scrubbers (``llm_proxy_scrub`` in the ini file, one ``{{name}}=REGEX`` a line, o
 compared with the recorded one.
 
 Recording needs the upstream key in the environment variable ``--llm-proxy-key-env`` names
-(default ``DEEPSEEK_API_KEY``) and goes to ``--llm-proxy-upstream``; a project can override the
+(default: the default model provider's, see ``upstream_defaults``) and goes to
+``--llm-proxy-upstream`` (the same provider's API root unless given); a project can override the
 ``llm_proxy_upstream`` / ``llm_proxy_key_env`` fixtures instead. A replay that did not use the
 recording exactly (a script never bound, a session that made fewer or more calls, a call from
 an unrecorded session) fails the test at teardown, naming each problem.
@@ -34,7 +35,7 @@ from dsh_core import DshError
 
 # Every pytest run with this package installed loads the plugin: the server (starlette, httpx,
 # uvicorn) is imported only by a test that asks for the fixture.
-from dsh_llm_proxy._defaults import DEFAULT_UPSTREAM
+from dsh_llm_proxy._defaults import upstream_defaults
 from dsh_llm_proxy._publish import publish_recording, scratch_root
 from dsh_llm_proxy._scrub import Scrub, parse_assignment
 
@@ -61,13 +62,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--llm-proxy-upstream",
-        default=DEFAULT_UPSTREAM,
-        help=f"upstream API root when recording (default {DEFAULT_UPSTREAM})",
+        help="upstream API root when recording (default: the default model provider's)",
     )
     group.addoption(
         "--llm-proxy-key-env",
-        default="DEEPSEEK_API_KEY",
-        help="environment variable holding the upstream key when recording",
+        help="environment variable holding the upstream key when recording (default: the "
+        "default model provider's key variable)",
     )
     parser.addini(
         "llm_proxy_scrub",
@@ -102,13 +102,15 @@ def recording_dir(node: pytest.Item) -> Path:
 @pytest.fixture
 def llm_proxy_upstream(request: pytest.FixtureRequest) -> str:
     """The upstream the proxy records against (``--llm-proxy-upstream``)."""
-    return str(request.config.getoption("--llm-proxy-upstream"))
+    given = request.config.getoption("--llm-proxy-upstream")
+    return str(given) if given else upstream_defaults()[0]
 
 
 @pytest.fixture
 def llm_proxy_key_env(request: pytest.FixtureRequest) -> str:
     """The environment variable holding the upstream key (``--llm-proxy-key-env``)."""
-    return str(request.config.getoption("--llm-proxy-key-env"))
+    given = request.config.getoption("--llm-proxy-key-env")
+    return str(given) if given else upstream_defaults()[1]
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""``dsh-sessions``: list, show, check and convert any session store, read-only on the source.
+"""dsh-sessions: list, show, check and convert any session store, read-only on the source.
 
     dsh-sessions ls PATH
     dsh-sessions show PATH ID [--expand-packed]
     dsh-sessions check PATH
     dsh-sessions convert SRC DST [--to jsonl|sqlite|sqlite-v4] [--expand-packed]
 
-Exit status: 0 done, 1 ``check`` found a damaged log, 2 the store or the arguments were
+Exit status: 0 done, 1 check found a damaged log, 2 the store or the arguments were
 refused (one line on stderr naming the file and the reason; the file unchanged).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import NoReturn
 
@@ -33,8 +34,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
+def _version() -> str:
+    try:
+        return version("dsh-sessions")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=_PROG, description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ls = commands.add_parser("ls", help="one line per session: id, createdAt, parent, events")
     ls.add_argument("path", type=Path)

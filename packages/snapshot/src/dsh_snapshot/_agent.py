@@ -60,6 +60,7 @@ class AgentProcess:
         start_timeout: seconds the first frame may take.
         fork_server: fork the agent from this warm server instead of starting an interpreter.
         command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
+        pass_fds: descriptors ``command`` inherits (its sandbox's).
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class AgentProcess:
         start_timeout: float = 120.0,
         fork_server: AgentForkServer | None = None,
         command: Sequence[str] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.cwd = cwd
         self.acp = testing.AgentProcess(
@@ -79,6 +81,7 @@ class AgentProcess:
             timeout=timeout,
             start_timeout=start_timeout,
             fork_server=fork_server,
+            pass_fds=pass_fds,
         )
 
     @property

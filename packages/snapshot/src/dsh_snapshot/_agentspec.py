@@ -23,6 +23,7 @@ __all__ = [
     "AgentArgv",
     "EnvName",
     "check_agent_env",
+    "refused_env_name",
 ]
 
 DEFAULT_BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -57,14 +58,48 @@ EnvName = Annotated[str, Field(pattern=_ENV_NAME, max_length=128)]
 """An environment variable name (letters, digits, ``_``; not starting with a digit)."""
 
 
+# Variables that make a loader, an interpreter, a shell or git run code or read files the
+# scenario chose before (or instead of) the agent itself, or that route its traffic: a
+# scenario's agent_env may set none of them. The sandbox sets PATH, HOME and the temp dirs.
+_REFUSED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "NODE_", "NPM_CONFIG_", "GIT_", "PERL", "RUBY",
+                     "JAVA_", "_JAVA_", "JDK_", "MALLOC_", "GCONV_", "BASH_FUNC_")  # fmt: skip
+_REFUSED_NAMES = frozenset({
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "CDPATH",
+    "CLASSPATH", "NLSPATH", "LOCPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "TZDIR",
+    "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "SHELL", "EDITOR", "VISUAL", "PAGER",
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+})  # fmt: skip
+# Harmless switches a Python agent may want.
+_ALLOWED_PYTHON = frozenset({"PYTHONUNBUFFERED", "PYTHONIOENCODING", "PYTHONUTF8",
+                             "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED"})  # fmt: skip
+
+
+def refused_env_name(name: str) -> bool:
+    """Whether a scenario may not set ``name`` for its agent (a start-up hook, a loader or
+    interpreter path, a proxy, or what the sandbox itself sets); any case."""
+    upper = name.upper()
+    if upper in _ALLOWED_PYTHON:
+        return False
+    return upper in _REFUSED_NAMES or upper.startswith(_REFUSED_PREFIXES)
+
+
 def check_agent_env(base_url_env: str, env: dict[str, str]) -> None:
-    """``agent_env`` must not set the variable the gate points at the proxy.
+    """``agent_env`` must not set the variable the gate points at the proxy, nor any variable
+    that runs or loads code before the agent does (:func:`refused_env_name`).
 
     Raises:
-        ValueError: it does.
+        ValueError: it does (naming the variable).
     """
     if base_url_env in env:
         raise ValueError(
             f"agent_env sets {base_url_env}, the variable the gate points at the proxy "
             "(agent_base_url_env): remove it"
         )
+    for name in env:
+        if refused_env_name(name):
+            raise ValueError(
+                f"agent_env sets {name}: a scenario may not set loader, interpreter, shell or "
+                "git start-up hooks, proxies, PATH, HOME or temp dirs for its agent (SECURITY.md)"
+            )

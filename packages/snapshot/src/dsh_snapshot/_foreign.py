@@ -22,13 +22,13 @@ the agent's own harvest orders them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
 import re
 import shlex
 import sys
+import urllib.parse
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ from pydantic import TypeAdapter, ValidationError
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import (
     CWD,
+    ConfinedCommand,
     CreateOptions,
     DshError,
     SandboxSettings,
@@ -48,11 +49,13 @@ from dsh_core import (
     ToolSandbox,
     creation_order,
     read_log_text,
+    tool_environment,
 )
-from dsh_llm_proxy import DEFAULT_UPSTREAM, REPORT_PATH, open_store, recorded_logs
+from dsh_llm_proxy import REPORT_PATH, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, AgentProcess
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
 from dsh_snapshot._determinism import HOME, TMP, clock_command
+from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._served import served_base_url, stderr_tail
 
@@ -88,11 +91,15 @@ class ForeignAgent:
         command: argv; ``{python}`` and ``{scenario}`` are expanded at run time.
         base_url_env: the variable through which it takes its model base URL.
         env: fixed variables it needs (e.g. a placeholder key its SDK insists on).
+        from_user: the command is the user's own (``--agent``), not a scenario's: the absolute
+            paths among its arguments are made readable inside the sandbox (a script in a
+            folder the sandbox hides, such as ``/tmp``).
     """
 
     command: tuple[str, ...]
     base_url_env: str = DEFAULT_BASE_URL_ENV
     env: Mapping[str, str] = field(default_factory=dict[str, str])
+    from_user: bool = False
 
     @classmethod
     def from_command_line(
@@ -109,7 +116,7 @@ class ForeignAgent:
             raise ValueError(f"--agent {command!r}: {exc}") from None
         checked: list[str] = _validated(AgentArgv, argv, f"--agent {command!r}")
         name: str = _validated(EnvName, base_url_env, f"--agent-base-url-env {base_url_env!r}")
-        return cls(tuple(checked), name)
+        return cls(tuple(checked), name, from_user=True)
 
     def argv(self, scenario: Path) -> list[str]:
         """The command with ``{python}`` and ``{scenario}`` expanded."""
@@ -118,11 +125,12 @@ class ForeignAgent:
             for arg in self.command
         ]
 
-    def environment(self, base_url: str) -> dict[str, str]:
-        """The agent's whole environment: the caller's minus every ``DSH_*``, ``DEEPSEEK_*``,
-        ``*_API_KEY`` and proxy variable, plus ``env`` and the base URL."""
-        env = {k: v for k, v in agent_environment({}).items() if not _WITHHELD.search(k)}
-        env.pop(self.base_url_env, None)
+    def environment(self, base_url: str, home: str, tmp: str) -> dict[str, str]:
+        """The agent's whole environment, by allow-list: ``PATH``, ``LANG``, ``LANGUAGE``,
+        ``LC_*``, ``TERM``, ``TZ`` of the caller (nothing else of it: no credential of any
+        provider or CI), the private ``home`` and ``tmp``, then ``env`` (checked when
+        ``snapshot.yml`` was read) and the base URL."""
+        env = tool_environment(home, tmp)
         return env | dict(self.env) | {self.base_url_env: base_url}
 
 
@@ -231,23 +239,36 @@ class ForeignModel:
     root: Path
     replaying: bool
     sandbox: ToolSandbox = field(default_factory=ToolSandbox)
+    confined: list[ConfinedCommand] = field(default_factory=list[ConfinedCommand])
+    """The agents started (their relays are closed when the run ends)."""
 
     def start(self, cwd: Path, timeout: float) -> AgentProcess:
-        """Start the agent (always a fresh process: it is not ours to fork warm), confined as
-        our ``bash`` tool is: writes only beneath the run's cwd and a private home and temp
-        dir (Landlock), ``HOME`` and ``TMPDIR`` pointing at those; under libfaketime when
-        the scenario fixes the clock.
+        """Start the agent (always a fresh process: it is not ours to fork warm) in the sandbox
+        our ``bash`` tool runs in (SECURITY.md): the host read-only, only the run's cwd and a
+        private home and temp dir writable, no terminal, nothing outliving it, and a network of
+        its own in which only the proxy's port answers (relayed to the proxy).
 
         Raises:
-            SandboxUnavailableError: in CI (strict) when Landlock is missing.
+            SandboxUnavailableError: strict (CI) and bubblewrap cannot run here.
             ClockUnavailableError: ``clock:`` is set and ``faketime`` is not installed.
         """
+        env = self.agent.environment(self.base_url, str(self.sandbox.home), str(self.sandbox.tmp))
+        port = urllib.parse.urlsplit(self.base_url).port
+        argv = self.agent.argv(self.scenario.path)
+        readable = [str(self.scenario.path)]
+        if self.agent.from_user:
+            readable += [arg for arg in argv[1:] if os.path.isabs(arg) and os.path.exists(arg)]
+        # Under libfaketime when the scenario fixes the clock (faketime runs inside).
         clock = self.scenario.meta.clock if self.scenario.meta is not None else None
-        command = clock_command(clock, self.agent.argv(self.scenario.path))
-        argv = asyncio.run(self.sandbox.wrap(command, str(cwd)))
-        env = self.agent.environment(self.base_url)
-        env |= {"HOME": str(self.sandbox.home), "TMPDIR": str(self.sandbox.tmp)}
-        return AgentProcess(cwd, env, timeout, command=argv)
+        confined = self.sandbox.confine(
+            clock_command(clock, argv), str(cwd), env=env, readable=readable, forward_port=port
+        )
+        self.confined.append(confined)
+        try:
+            return AgentProcess(cwd, confined.env, timeout, command=confined.argv,
+                                pass_fds=confined.pass_fds)  # fmt: skip
+        finally:
+            confined.started()
 
     @property
     def literals(self) -> dict[str, str]:
@@ -293,10 +314,10 @@ def foreign_model(
     root = tmp / "proxy-root"
     root.mkdir()
     log = tmp / "proxy.stderr"
-    # The agent's command comes from the scenario (untrusted, SECURITY.md): its writes are
-    # confined like a bash tool's. Its network is not: it must reach the proxy on loopback.
+    # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
+    # bash tool's sandbox, reaching only the proxy.
     mode = "strict" if os.environ.get("CI") == "true" else "warn"
-    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="allow"))
+    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
@@ -304,17 +325,24 @@ def foreign_model(
             env = _upstream_key_env("")
             env.pop(_KEY_ENV)
         else:
-            upstream = os.environ.get("DEEPSEEK_BASE_URL") or DEFAULT_UPSTREAM
+            # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
+            provider = live_provider()
             key = api_key
             if scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
+            else:
+                upstream = live_upstream(provider)
             if not key:
-                raise AgentError("record needs DEEPSEEK_API_KEY (it goes to the proxy only)")
+                raise AgentError(
+                    f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
+                )
             args = ["record", "--root", str(root), "--store", store, "--upstream", upstream]
             args += ["--api-key-env", _KEY_ENV]
             env = _upstream_key_env(key)
         base_url = stack.enter_context(_proxy(args, env, log, timeout))
-        yield ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
+        model = ForeignModel(agent, scenario, base_url, root, replaying, sandbox)
+        stack.callback(lambda: [c.close() for c in model.confined])
+        yield model
         if replaying:
             report = _fetch_report(base_url, timeout, log)
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
@@ -422,4 +450,4 @@ def agent_from_arguments(
         if name is not None:
             parser.error("--agent-base-url-env needs --agent (it names the agent's variable)")
         return None
-    return ForeignAgent(command, name or DEFAULT_BASE_URL_ENV)
+    return ForeignAgent(command, name or DEFAULT_BASE_URL_ENV, from_user=True)

@@ -19,6 +19,7 @@ __all__ = [
     "key_name",
     "live_env",
     "live_provider",
+    "live_upstream",
     "preflight_problem",
     "scripted_env",
 ]
@@ -75,6 +76,22 @@ def scripted_env(provider: ModelProvider, base_url: str) -> dict[str, str]:
     except ValueError as exc:
         raise AgentError(f"record --scripted: {exc}") from None
     return {"DSH_MODEL_CLIENT": provider.name} | client_env(profile, base_url, "scripted")
+
+
+def live_upstream(provider: ModelProvider) -> str:
+    """The API root the provider's own client would call: its settings' ``base_url`` as the
+    environment sets it (``<env_prefix>BASE_URL``), else the profile's default. A foreign
+    agent's recording proxy forwards there.
+
+    Raises:
+        AgentError: the provider does not speak chat completions, or a setting is invalid.
+    """
+    from dsh_scripted_server import resolve_profile  # noqa: PLC0415 - foreign record only
+
+    try:
+        return resolve_profile(provider.name)().base_url
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise AgentError(f"record through the proxy: {exc}") from None
 
 
 def preflight_problem(provider: ModelProvider) -> str | None:

@@ -356,10 +356,12 @@ def _run(
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
         replaying = settings.replaying or scenario.authored
-        # Recorded commands run confined; only a live recording may reach the network.
+        # Recorded commands run confined and without network, in every mode; a live recording
+        # gives them the network only when snapshot.yml says bash_network: true.
+        network = not replaying and scenario.meta is not None and scenario.meta.bash_network
         env |= {
             "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
-            "DSH_SANDBOX_NETWORK": "deny" if replaying else "allow",
+            "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
         }
         replay = replay_settings(scenario, tmp, settings) if replaying else None
         foreign = foreign_agent(scenario, settings.agent)

@@ -149,7 +149,12 @@ class SnapshotMeta(BaseModel):
     agent_base_url_env: EnvName | None = None
     """The variable through which ``agent`` takes its model base URL (``OPENAI_BASE_URL``)."""
     agent_env: dict[EnvName, str] | None = None
-    """Fixed variables ``agent`` needs (a placeholder key its SDK insists on)."""
+    """Fixed variables ``agent`` needs (a placeholder key its SDK insists on); start-up hooks
+    (``LD_*``, ``PYTHON*``, ``NODE_OPTIONS``, ``BASH_ENV``, ``GIT_*``…) are refused."""
+    bash_network: bool = False
+    """``record`` only: the agent's ``bash`` commands may reach the network while recording
+    (replay and refresh never give them any). Off by default: a command a model asked for has
+    no network unless the scenario says so here, visibly."""
     scrub: tuple[Scrubber, ...] = ()
     """User scrubbers, regex → placeholder (see :mod:`dsh_snapshot._determinism`)."""
     ignore_fields: tuple[FieldPath, ...] = ()

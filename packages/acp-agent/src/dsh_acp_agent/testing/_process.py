@@ -86,6 +86,8 @@ class AgentProcess:
             slow on a loaded machine, and are not what ``timeout`` is about).
         fork_server: start the agent as a child forked from this warm server instead of a
             fresh interpreter (see :class:`dsh_acp_agent.AgentForkServer`).
+        pass_fds: descriptors the process inherits (a sandbox's, see
+            :class:`dsh_core.ConfinedCommand`).
 
     Attributes:
         process: the subprocess.
@@ -103,6 +105,7 @@ class AgentProcess:
         timeout: float = _WAIT_S,
         start_timeout: float = _WAIT_S,
         fork_server: AgentForkServer | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
         self.timeout = timeout
@@ -133,6 +136,7 @@ class AgentProcess:
                 stderr=subprocess.PIPE,
                 env=dict(env),
                 cwd=cwd,
+                pass_fds=tuple(pass_fds),
             )
         self._readers = [
             threading.Thread(target=self._read_stdout, daemon=True),

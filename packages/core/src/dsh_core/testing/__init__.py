@@ -28,6 +28,7 @@ from dsh_core.testing._crash import CrashReport, crash_kills, run_crash_trials
 from dsh_core.testing._damaged import DAMAGED_LOGS, DAMAGED_SESSION_ID, DamagedLog
 from dsh_core.testing._eventgen import event_time, synthetic_turn
 from dsh_core.testing._memory import InMemorySessionStore
+from dsh_core.testing._processes import processes_named
 from dsh_core.testing._public_api import assert_public_api
 from dsh_core.testing._scripted import (
     SCRIPTED_REQUEST_CONFIG,
@@ -65,6 +66,7 @@ __all__ = [
     "crash_kills",
     "event_time",
     "normalized_rows",
+    "processes_named",
     "run_crash_trials",
     "synthetic_turn",
     "text_chunks",
