@@ -215,7 +215,7 @@ def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False)
         pending = folder / ".pending" / "jsonl"
         pending.mkdir(parents=True)
         (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
-        body = {
+        body: dict[str, Any] = {
             "version": 1,
             "persistence": "jsonl",
             "acceptable": True,
