@@ -90,6 +90,27 @@ def test_the_readme_example_runs_against_the_installed_wheel(tmp_path: Path) -> 
     assert tool.check(dist, None, "alpha", examples=True, root=root).ok is True
 
 
+def test_an_example_installs_only_what_its_pip_line_names(tmp_path: Path) -> None:
+    tool = load_tool()
+    dist, root = tmp_path / "dist", tmp_path / "repo"
+    dist.mkdir()
+    (root / "packages" / "alpha").mkdir(parents=True)
+    write_wheel(dist, "alpha", "VALUE = 1\n", [])
+    write_wheel(dist, "beta", "VALUE = 2\n", [])
+    readme = root / "packages" / "alpha" / "README.md"
+    body = "import dsh_alpha\nimport dsh_beta\nassert dsh_alpha.VALUE + dsh_beta.VALUE == 3\n"
+    readme.write_text(f"# alpha\n\n```python\n{body}```\n")
+    # Undeclared and not named: the example cannot import the sibling.
+    outcome = tool.check(dist, None, "alpha", examples=True, root=root)
+    assert outcome.ok is False
+    assert "No module named 'dsh_beta'" in outcome.log
+    # Named on the example's first line, as a reader would run it: installed, then it runs.
+    readme.write_text(f"# alpha\n\n```python\n# pip install dsh-alpha dsh-beta\n{body}```\n")
+    assert tool.check(dist, None, "alpha", examples=True, root=root).ok is True
+    assert tool.example_requirements("# pip install dsh-a dsh-b\nx = 1\n") == ["dsh-a", "dsh-b"]
+    assert tool.example_requirements("x = 1\n# pip install dsh-a\n") == []
+
+
 def test_a_readme_without_a_python_block_is_refused(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# nothing to run\n")

@@ -77,6 +77,17 @@ def readme_example(readme: pathlib.Path) -> str:
     return match.group(1)
 
 
+_PIP_INSTALL_LINE = re.compile(r"^# pip install (?P<requirements>[A-Za-z0-9_.\-\[\] ]+)$")
+
+
+def example_requirements(example: str) -> list[str]:
+    """What an example says it needs besides its own package: its first line may read
+    ``# pip install dsh-x dsh-y`` (shown to the reader, installed here before it runs)."""
+    first = example.split("\n", 1)[0]
+    match = _PIP_INSTALL_LINE.match(first)
+    return match.group("requirements").split() if match else []
+
+
 def wheel_for(dist: pathlib.Path, role: str) -> pathlib.Path:
     """The one wheel of ``dsh-<role>`` in ``dist``; SystemExit if it is missing."""
     stem = f"dsh_{role.replace('-', '_')}"
@@ -161,7 +172,13 @@ def check(
         if examples:
             work = folder / "example"
             work.mkdir()
-            (work / "example.py").write_text(readme_example(root / "packages" / role / "README.md"))
+            example = readme_example(root / "packages" / role / "README.md")
+            (work / "example.py").write_text(example)
+            # Only after the alone-import above: what the example itself says it needs.
+            extra = [name for name in example_requirements(example) if name != requirement]
+            if extra:
+                pip = [*install, "--no-index", "--only-binary", ":all:", *links, *extra]
+                steps.append((pip, folder))
             steps.append(([python, "example.py"], work))
         log, ok = "", True
         for args, cwd in steps:

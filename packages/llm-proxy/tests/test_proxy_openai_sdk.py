@@ -205,7 +205,30 @@ def test_a_changed_prompt_is_a_replay_error_not_a_stale_answer(
             client.chat.completions.create(model="m", messages=changed)
         report = proxy.report()
     assert report.ok is False
-    assert any('recorded ["user: b"], got ["user: b, but reworded"]' in p for p in report.problems)
+    assert any('recorded "user: b", got "user: b, but reworded"' in p for p in report.problems)
+
+
+def test_a_long_changed_message_shows_where_it_differs_on_both_sides(
+    roundtrip: Any, make_text: Callable[..., list[Chunk]]
+) -> None:
+    prefix = "lorem ipsum " * 150
+
+    def run(base_url: str) -> str | None:
+        with _client(base_url) as client:
+            messages: list[Any] = [{"role": "user", "content": prefix + "RECORDED tail"}]
+            reply = client.chat.completions.create(model="m", messages=messages)
+            return reply.choices[0].message.content
+
+    result = roundtrip([[make_text(["1"])]], run)
+    with ProxyServer.replay(result.root) as proxy, _client(proxy.base_url) as client:
+        changed: list[Any] = [{"role": "user", "content": prefix + "CHANGED tail"}]
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.chat.completions.create(model="m", messages=changed)
+        (problem,) = proxy.report().problems
+    recorded, got = problem.split("recorded ", 1)[1].split(", got ")
+    assert "RECORDED tail" in recorded
+    assert "CHANGED tail" in got
+    assert f"(char {len('user: ' + prefix)})" in got
 
 
 def _run_two_calls(base_url: str) -> list[str | None]:

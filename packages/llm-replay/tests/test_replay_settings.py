@@ -162,6 +162,7 @@ def test_replay_public_api_is_pinned() -> None:
             "HeaderStatus",
             "RecordedHeaders",
             "RequestDriftError",
+            "around_difference",
             "first_header_difference",
             "recorded_headers",
             "ReplayCallError",

@@ -47,3 +47,17 @@ def test_missing_and_extra_lines() -> None:
     assert long is not None
     assert long.line == 2
     assert "extra line in actual" in str(long)
+
+
+def test_long_texts_show_where_they_differ_on_both_sides() -> None:
+    prompt = "You are a helpful agent. " * 800  # a 20 KB system prompt
+    exp = [{"params": {"text": prompt + "Today is 2026-01-15."}}]
+    act = [{"params": {"text": prompt + "Today is 2026-01-16."}}]
+    diff = first_difference("stdout.expected.jsonl", exp, act)
+    assert diff is not None
+    text = str(diff)
+    expected, actual = text.split("expected ", 1)[1].split(", actual ")
+    assert "2026-01-15" in expected
+    assert "2026-01-16" in actual
+    assert f"(char {len(prompt) + len('Today is 2026-01-1')})" in actual
+    assert len(text) < 600

@@ -193,19 +193,29 @@ def test_a_hand_edited_recording_is_replayed_as_committed_and_accept_keeps_it(
 def test_a_changed_request_stops_the_replay_and_accept_says_to_record_again(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    steps = json.loads((example / "input.json").read_text("utf-8"))
+    original = (example / "input.json").read_bytes()
+    steps = json.loads(original)
     steps["steps"][-1]["text"] = "Reply with exactly the word: PING."
     (example / "input.json").write_text(json.dumps(steps), encoding="utf-8")
-    before = {p.name: p.read_bytes() for p in example.iterdir()}
+    before = {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()}
     assert _replay(example, "--persistence", "jsonl") == 1
     out = _out(capsys)
     assert "the request's new messages differ from the recording" in out
+    # The failed replay had no outputs to keep, but review says it failed, and why.
+    assert main(["review", str(example)]) == 1
+    out = _out(capsys)
+    assert "every replay passed" not in out
+    assert "failed replay (jsonl)" in out
+    assert "differ from the recording" in out
     assert main(["accept", str(example)]) == 1
     out = _out(capsys)
-    assert "foreign/acp-example: nothing pending to accept" in out
-    assert "stopped before the agent finished" in out
+    assert "went wrong beyond its outputs" in out
     assert f"{RERECORD} {example}" in out
-    assert {p.name: p.read_bytes() for p in example.iterdir()} == before
+    assert {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()} == before
+    # A passing replay clears it again.
+    (example / "input.json").write_bytes(original)
+    assert _replay(example, "--persistence", "jsonl") == 0
+    assert main(["review", str(example)]) == 0
 
 
 def test_an_unconsumed_recording_is_refused_saying_to_record_again(

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 import pytest
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import (
     META,
@@ -176,13 +177,18 @@ def _bash_scenario(world: World, command: str, name: str = "bash") -> Path:
 
 def _dotenv(tracked: bool, body: Callable[[World], str]) -> Callable[[World], list[str]]:
     def build(world: World) -> list[str]:
-        from dsh_llm_deepseek.testing import ScriptedModelServer  # noqa: PLC0415 - record cases
+        from dsh_scripted_server import ScriptedModelServer  # noqa: PLC0415 - record cases
+
+        # Both servers play the record provider's profile (its models, for the preflight).
+        profile = DEFAULT_MODEL_PROVIDER
 
         repo = world.repo()
         folder = world.box.scenario("record")
         (folder / "snapshot.yml").write_text(META.replace("scripted", "live"))
-        real = ScriptedModelServer(cast(Any, [[said("ok")]]), api_key=world.box.key)
-        evil = ScriptedModelServer(cast(Any, [[said("ok")]]))
+        real = ScriptedModelServer(
+            cast(Any, [[said("ok")]]), api_key=world.box.key, profile=profile
+        )
+        evil = ScriptedModelServer(cast(Any, [[said("ok")]]), profile=profile)
         world.notes["servers"] = (real.__enter__(), evil.__enter__())
         assert world.env is not None
         world.env.setenv("DEEPSEEK_BASE_URL", real.base_url)

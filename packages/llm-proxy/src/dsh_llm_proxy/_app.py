@@ -33,6 +33,7 @@ from dsh_llm_replay import (
     ReplayCallError,
     ReplayModelClient,
     ReplayReport,
+    around_difference,
     first_header_difference,
 )
 
@@ -270,9 +271,10 @@ class ReplayEngine:
         live = [self.scrub.text(i) for i in call.inputs()]
         if expected == live:
             return None
+        recorded, got = around_difference(_joined(expected), _joined(live))
         return (
             f"session {call.session_id} (script {source}) call {number}: the request's new "
-            f"messages differ from the recording: recorded {_clip(expected)}, got {_clip(live)}"
+            f"messages differ from the recording: recorded {recorded}, got {got}"
         )
 
     def _drift(self, call: Call, source: str, number: int) -> str | None:
@@ -381,9 +383,9 @@ class ReplayEngine:
                 self.book.abandon(call)
 
 
-def _clip(inputs: Sequence[str], limit: int = 200) -> str:
-    text = json.dumps(list(inputs), ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _joined(inputs: Sequence[str]) -> str:
+    """A call's new messages as one text (each one a line) for :func:`around_difference`."""
+    return "\n".join(inputs)
 
 
 Engine = RecordEngine | ReplayEngine

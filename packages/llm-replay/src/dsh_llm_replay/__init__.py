@@ -14,6 +14,7 @@ from dsh_llm_replay._drift import (
     HeaderDifference,
     HeaderStatus,
     RecordedHeaders,
+    around_difference,
     first_header_difference,
     recorded_headers,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "HeaderDifference",
     "HeaderStatus",
     "RecordedHeaders",
+    "around_difference",
     "first_header_difference",
     "recorded_headers",
     # report

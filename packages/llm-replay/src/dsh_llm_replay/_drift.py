@@ -23,6 +23,7 @@ __all__ = [
     "HeaderDifference",
     "HeaderStatus",
     "RecordedHeaders",
+    "around_difference",
     "first_header_difference",
     "recorded_headers",
 ]
@@ -180,7 +181,7 @@ def _diff(expected: Any, actual: Any, path: str) -> HeaderDifference | None:
             path or "(header)", f"{len(exp_list)} items", f"{len(act_list)} items"
         )
     if isinstance(expected, str) and isinstance(actual, str):
-        return HeaderDifference(path or "(header)", *_around_difference(expected, actual))
+        return HeaderDifference(path or "(header)", *around_difference(expected, actual))
     return HeaderDifference(path or "(header)", _show(expected), _show(actual))
 
 
@@ -241,8 +242,10 @@ def _show(value: Any) -> str:
     return text if len(text) <= 2 * _SHOWN else text[: 2 * _SHOWN] + "…"
 
 
-def _around_difference(expected: str, actual: str) -> tuple[str, str]:
-    """Both strings quoted, cut to the neighbourhood of their first differing character."""
+def around_difference(expected: str, actual: str) -> tuple[str, str]:
+    """Both strings quoted, each cut to the neighbourhood of their first differing character
+    (with ``(char N)``, its position), so that two long texts that share a prefix do not print
+    the same text twice; short strings are shown whole."""
     if len(expected) <= 2 * _SHOWN and len(actual) <= 2 * _SHOWN:
         return _show(expected), _show(actual)
     at = next(

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_llm_replay import around_difference
+
 __all__ = ["Difference", "first_difference"]
 
 _MAX_SHOWN = 160
@@ -46,7 +48,16 @@ class Difference:
             where += f", field {self.field}"
         if self.detail:
             return f"{where}: {self.detail}"
-        return f"{where}: expected {_show(self.expected)}, actual {_show(self.actual)}"
+        expected, actual = _pair(self.expected, self.actual)
+        return f"{where}: expected {expected}, actual {actual}"
+
+
+def _pair(expected: Any, actual: Any) -> tuple[str, str]:
+    """Both values shown; two long texts around their first differing character, so that a
+    shared prefix is not all either side shows."""
+    if isinstance(expected, str) and isinstance(actual, str):
+        return around_difference(expected, actual)
+    return _show(expected), _show(actual)
 
 
 def _field_diff(expected: Any, actual: Any, path: str) -> tuple[str, Any, Any, str] | None:

@@ -20,7 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "PendingError",
     "clear_pending",
     "fixture_files",
+    "keep_failure",
     "keep_pending",
     "load_pending",
     "pending_tracked",
@@ -192,6 +193,37 @@ def keep_pending(
         ]
         if flagged:
             return f"pending outputs not kept: the key scan flagged {flagged[0]}"
+    return _write_pending(scenario, persistence, files, failures, acceptable, agent)
+
+
+def keep_failure(
+    scenario: Scenario,
+    persistence: str,
+    failures: Sequence[str],
+    agent: Sequence[str] | None = None,
+) -> str | None:
+    """After a replay that failed before it had outputs to compare (the agent stopped, the
+    proxy refused a drifted request): keep its failures without outputs, so that ``review``
+    says why it failed rather than "every replay passed", and ``accept`` refuses it.
+
+    Returns:
+        a note when they could not be kept, else ``None`` (the failures say enough).
+    """
+    if scenario.meta is None or not failures:
+        return None
+    note = _write_pending(scenario, persistence, {}, failures, False, agent)
+    return note if note and note.startswith("pending outputs not kept") else None
+
+
+def _write_pending(
+    scenario: Scenario,
+    persistence: str,
+    files: Mapping[str, str],
+    failures: Sequence[str],
+    acceptable: bool,
+    agent: Sequence[str] | None,
+) -> str:
+    folder = _root(scenario) / persistence
     manifest = {
         "version": _FORMAT,
         "persistence": persistence,

@@ -320,6 +320,21 @@ def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: b
     counts = {"accepted": 0, "rejected": 0, "skipped": 0}
     for index, (scenario, pending) in enumerate(found, 1):
         console.print(_render(pending, console.width))
+        if not any(p.acceptable for p in pending):
+            # A replay that went wrong beyond its outputs: there is nothing to accept, so no
+            # question; it stays failed until the scenario is fixed (or re-recorded).
+            try:
+                _acceptable(pending)
+            except PendingError as exc:
+                console.print(
+                    f"{scenario.name}: nothing to accept: {exc}",
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
+            counts["skipped"] += 1
+            ok = False
+            continue
         try:
             answer = Prompt.ask(
                 f"[{index}/{len(found)}] {escape(scenario.name)}: [bold]a[/]ccept, "

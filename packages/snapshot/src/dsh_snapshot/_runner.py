@@ -39,7 +39,7 @@ from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
 from dsh_snapshot._live import key_name, live_env, live_provider, scripted_env
-from dsh_snapshot._pending import fixture_files, keep_pending
+from dsh_snapshot._pending import fixture_files, keep_failure, keep_pending
 from dsh_snapshot._provenance import (
     Provenance,
     Usage,
@@ -303,6 +303,12 @@ def run_scenario(
             _run(scenario, settings, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
+        if settings.mode == "replay" and settings.seed_slice and not result.needs:
+            # No outputs to keep, but review must say this replay failed, and why.
+            other = foreign_agent(scenario, settings.agent)
+            command = other.command if other is not None else None
+            note = keep_failure(scenario, persistence, result.failures, command)
+            result.failures.extend([note] if note else [])
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
     # onto a terminal or a CI log.
     literals = [settings.key] if settings.key else []
