@@ -306,6 +306,13 @@ def _needs_upstream(world: World) -> Path:
     return folder
 
 
+def _key_at_run_time(world: World) -> str:
+    """A command printing the caller's key, though no file of the scenario holds it (the
+    scan would refuse that): the key reversed, turned round by ``rev`` when the command runs.
+    The sandbox hides every outside file, so this is how a key reaches a run's output."""
+    return f"echo {world.box.key[::-1]} | rev"
+
+
 def _pending_link(world: World) -> list[str]:
     """A failing replay whose ``.pending`` is a link out: its outputs must not land there."""
     folder = _bash_scenario(world, "echo changed")
@@ -457,15 +464,13 @@ CASES = [
     # --- 5: key bytes in artefacts, control characters, markup -------------------------------
     Case(
         "failure-text-base64-of-an-outside-key",
-        lambda w: _replay(_bash_scenario(w, f"base64 -w0 {w.box.sentinel / 'secret.txt'}")),
+        lambda w: _replay(_bash_scenario(w, f"{_key_at_run_time(w)} | base64 -w0")),
         expect=("masked",),
         code=1,
     ),
     Case(
         "failure-text-hex-of-an-outside-key",
-        lambda w: _replay(
-            _bash_scenario(w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr -d ' \\n'")
-        ),
+        lambda w: _replay(_bash_scenario(w, f"{_key_at_run_time(w)} | od -An -tx1 | tr -d ' \\n'")),
         expect=("masked",),
         code=1,
     ),
@@ -473,9 +478,7 @@ CASES = [
         "failure-text-percent-encoded-key",
         lambda w: _replay(
             # The key file as %XX bytes (percent-encoding of every byte).
-            _bash_scenario(
-                w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr ' ' '%' | tr -d '\\n'"
-            )
+            _bash_scenario(w, f"{_key_at_run_time(w)} | od -An -tx1 | tr ' ' '%' | tr -d '\\n'")
         ),
         expect=("masked",),
         code=1,
@@ -485,7 +488,7 @@ CASES = [
         lambda w: _replay(
             _bash_scenario(
                 w,
-                f"base64 -w0 {w.box.sentinel / 'secret.txt'}; cat {w.box.sentinel / 'dir/key.txt'}",
+                f"{_key_at_run_time(w)} | base64 -w0; {_key_at_run_time(w)}",
             ),
             "--html-report",
             str(w.box.scenarios / "report.html"),
@@ -626,7 +629,7 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
 ) -> None:
     box = Sandbox.create(tmp_path)
     world = World(box, "")
-    _bash_scenario(world, f"base64 -w0 {box.sentinel / 'secret.txt'}")
+    _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
     env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
