@@ -30,8 +30,9 @@ PYTHON = "3.11"
 WHEELHOUSE = ROOT / ".nox" / "wheelhouse"
 # Suites of a few CPU-seconds run in one process: two xdist workers would each pay the
 # interpreter, pytest and plugin start-up again and cost more than they save (measured with
-# -n 2 / -n 0: llm-replay 5.6 / 2.4 CPU-s, subagent-spawn 4.3 / 1.6, subagent-fork 4.0 / 1.3).
-SERIAL_TESTS = {"llm-replay", "subagent-fork", "subagent-spawn"}
+# -n 2 / -n 0: llm-replay 5.6 / 2.4 CPU-s, subagent-spawn 4.3 / 1.6, subagent-fork 4.0 / 1.3,
+# llm-openai 3.5 / 1.6).
+SERIAL_TESTS = {"llm-openai", "llm-replay", "subagent-fork", "subagent-spawn"}
 SOURCES = sorted([*ROOT.glob("packages/*/src"), *ROOT.glob("tests/plugins/*/src")])
 PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
 
@@ -168,6 +169,15 @@ def snapshot(session: nox.Session) -> None:
         report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]
         args = _snapshot_args(session.posargs)
         session.run("dsh-snapshot", "replay", "--jobs", "auto", *report, *args)
+
+
+@nox.session(python=PYTHON, default=False)
+def dsh_snapshot(session: nox.Session) -> None:
+    """The dsh-snapshot CLI in the gate's environment: `-- show PATH`, `-- review PATH`…"""
+    # The README's failure flow needs the CLI right after its two set-up commands, before a
+    # user has any environment of their own; this is the gate's, kept between runs.
+    sync(session, "test")
+    session.run("dsh-snapshot", *(session.posargs or ["--help"]))
 
 
 @nox.session(python=PYTHON, default=False)

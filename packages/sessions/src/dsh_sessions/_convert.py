@@ -54,6 +54,20 @@ def convert(source: Source, dst: Path, target: Target, *, expand_packed: bool = 
         UnrepresentableError: ``sqlite-v4`` and a log carries what v4 cannot hold (``dst`` is
             removed again).
     """
+    logs = read_unique(source)
+    if target is Target.JSONL:
+        _write_jsonl(logs, dst, expand_packed)
+    else:
+        _write_sqlite(logs, dst, Layout.V4 if target is Target.SQLITE_V4 else Layout.DSH)
+    return len(logs)
+
+
+def read_unique(source: Source) -> list[StoredLog]:
+    """Every log of ``source``, read and validated, refusing two logs with one id.
+
+    Raises:
+        ValueError: two logs share an id; LogFormatError / …: a damaged log.
+    """
     logs = list(iter_logs(source))
     seen: dict[str, str] = {}
     for log in logs:
@@ -64,11 +78,7 @@ def convert(source: Source, dst: Path, target: Target, *, expand_packed: bool = 
                 f"holds one session per id"
             )
         seen[session_id] = log.where
-    if target is Target.JSONL:
-        _write_jsonl(logs, dst, expand_packed)
-    else:
-        _write_sqlite(logs, dst, Layout.V4 if target is Target.SQLITE_V4 else Layout.DSH)
-    return len(logs)
+    return logs
 
 
 def _write_jsonl(logs: list[StoredLog], dst: Path, expand_packed: bool) -> None:

@@ -5,6 +5,9 @@
     dsh-sessions check PATH
     dsh-sessions convert SRC DST [--to jsonl|sqlite|sqlite-v4] [--expand-packed]
 
+PATH, SRC and DST may also name a sessions root in a server store: postgres:ROOT (the server
+from DSH_POSTGRES_DSN or the PG* variables; ROOT is the agent's sessions root).
+
 Exit status: 0 done, 1 check found a damaged log, 2 the store or the arguments were
 refused (one line on stderr naming the file and the reason; the file unchanged).
 """
@@ -20,7 +23,8 @@ from typing import NoReturn
 
 from dsh_core import DshError
 from dsh_sessions._convert import Target, convert, target_for
-from dsh_sessions._sources import Source, open_source
+from dsh_sessions._sources import Source
+from dsh_sessions._stores import convert_to_store, open_any, parse_store_root
 
 __all__ = ["main"]
 
@@ -111,12 +115,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "convert":
-            source = open_source(args.src)
+            source = open_any(args.src)
+            store = parse_store_root(str(args.dst))
+            if store is not None:
+                if args.to or args.expand_packed:
+                    raise ValueError(f"{store}: --to and --expand-packed are for file stores")
+                count = convert_to_store(source, store)
+                print(f"{count} sessions: {source.path} ({source.kind}) -> {store}")
+                return 0
             target = Target(args.to) if args.to else target_for(args.dst)
             count = convert(source, args.dst, target, expand_packed=args.expand_packed)
             print(f"{count} sessions: {source.path} ({source.kind}) -> {args.dst} ({target.value})")
             return 0
-        source = open_source(args.path)
+        source = open_any(args.path)
         if args.command == "ls":
             return _ls(source)
         if args.command == "show":
