@@ -221,7 +221,7 @@ def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False)
         pending = folder / ".pending" / "jsonl"
         pending.mkdir(parents=True)
         (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
-        body = {
+        body: dict[str, Any] = {
             "version": 1,
             "persistence": "jsonl",
             "acceptable": True,
@@ -304,6 +304,13 @@ def _needs_upstream(world: World) -> Path:
     (folder / "stdout.golden.jsonl").write_text('{"jsonrpc":"2.0","id":0,"result":{"x":1}}\n')
     (folder / "session.jsonl").write_text(session_log(said("wrong")))
     return folder
+
+
+def _key_at_run_time(world: World) -> str:
+    """A command printing the caller's key, though no file of the scenario holds it (the
+    scan would refuse that): the key reversed, turned round by ``rev`` when the command runs.
+    The sandbox hides every outside file, so this is how a key reaches a run's output."""
+    return f"echo {world.box.key[::-1]} | rev"
 
 
 def _pending_link(world: World) -> list[str]:
@@ -457,15 +464,13 @@ CASES = [
     # --- 5: key bytes in artefacts, control characters, markup -------------------------------
     Case(
         "failure-text-base64-of-an-outside-key",
-        lambda w: _replay(_bash_scenario(w, f"base64 -w0 {w.box.sentinel / 'secret.txt'}")),
+        lambda w: _replay(_bash_scenario(w, f"{_key_at_run_time(w)} | base64 -w0")),
         expect=("masked",),
         code=1,
     ),
     Case(
         "failure-text-hex-of-an-outside-key",
-        lambda w: _replay(
-            _bash_scenario(w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr -d ' \\n'")
-        ),
+        lambda w: _replay(_bash_scenario(w, f"{_key_at_run_time(w)} | od -An -tx1 | tr -d ' \\n'")),
         expect=("masked",),
         code=1,
     ),
@@ -473,9 +478,7 @@ CASES = [
         "failure-text-percent-encoded-key",
         lambda w: _replay(
             # The key file as %XX bytes (percent-encoding of every byte).
-            _bash_scenario(
-                w, f"od -An -tx1 {w.box.sentinel / 'dir/key.txt'} | tr ' ' '%' | tr -d '\\n'"
-            )
+            _bash_scenario(w, f"{_key_at_run_time(w)} | od -An -tx1 | tr ' ' '%' | tr -d '\\n'")
         ),
         expect=("masked",),
         code=1,
@@ -485,7 +488,7 @@ CASES = [
         lambda w: _replay(
             _bash_scenario(
                 w,
-                f"base64 -w0 {w.box.sentinel / 'secret.txt'}; cat {w.box.sentinel / 'dir/key.txt'}",
+                f"{_key_at_run_time(w)} | base64 -w0; {_key_at_run_time(w)}",
             ),
             "--html-report",
             str(w.box.scenarios / "report.html"),
@@ -547,6 +550,18 @@ CASES = [
         lambda w: _replay(
             w.box.scenario("crafted", {"workspace/crafted.txt": "-sk" * (375 * 1024 // 3)})
         ),
+        code=1,
+    ),
+    Case(
+        "key-scan-past-the-timeout-stops-the-run",
+        lambda w: [
+            *_replay(
+                w.box.scenario("many", {f"workspace/f{i}.txt": f"{i}\n" * 2000 for i in range(300)})
+            )[:-2],
+            "--timeout",
+            "0.001",
+        ],
+        expect=("the key scan did not finish within --timeout 0.001 s",),
         code=1,
     ),
     # --- 7: one verdict -----------------------------------------------------------------------
@@ -614,7 +629,7 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
 ) -> None:
     box = Sandbox.create(tmp_path)
     world = World(box, "")
-    _bash_scenario(world, f"base64 -w0 {box.sentinel / 'secret.txt'}")
+    _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
     env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout

@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,6 +284,7 @@ def scan_folder(
     display: Path | None = None,
     *,
     report_stale: bool = True,
+    timeout: float | None = None,
 ) -> list[KeyFinding]:
     """Every finding under a scenario folder that ``allowlist`` does not name.
 
@@ -295,7 +297,10 @@ def scan_folder(
         report_stale: also report allow-list entries that match no finding (a stale entry
             must be looked at again); off for a staging folder, which holds only part of
             the scenario.
+        timeout: seconds the whole scan may take (the run's ``--timeout``); past it the scan
+            stops with one finding, so an unscanned folder is never run.
     """
+    deadline = None if timeout is None else time.monotonic() + timeout
     # Pinned to the value's hash, not its line: a line added above must not unpin an entry.
     # A second entry for the same value is stale: the first one already covers it.
     allowed: dict[tuple[str, str], int] = {}
@@ -305,6 +310,17 @@ def scan_folder(
     shown = display or folder
     out: list[KeyFinding] = []
     for _entry, rel, target in _entries(folder):
+        if deadline is not None and time.monotonic() > deadline:
+            out.append(
+                KeyFinding(
+                    shown / rel,
+                    0,
+                    f"the key scan did not finish within --timeout {timeout:g} s; "
+                    "nothing of the folder was run",
+                    file=rel,
+                )
+            )
+            return out
         if isinstance(target, KeyFinding):
             out.append(KeyFinding(shown / rel, 0, target.kind, file=rel))
             continue

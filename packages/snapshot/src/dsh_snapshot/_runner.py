@@ -337,7 +337,9 @@ def _run(
     # every mode (SECURITY.md); run_scenario has already refused links leading out.
     literals = [settings.key] if settings.key else []
     allowlist = scenario.meta.secrets_allowlist if scenario.meta is not None else ()
-    findings = scan_folder(scenario.path, allowlist, literals)
+    # Bounded by --timeout like every wait of the run (the scan is linear, but a folder may
+    # be large).
+    findings = scan_folder(scenario.path, allowlist, literals, timeout=settings.timeout)
     if findings:
         result.failures.extend(f"key scan: {f}" for f in findings)
         return
