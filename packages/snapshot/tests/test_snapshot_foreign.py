@@ -142,7 +142,9 @@ def test_agent_fields_are_read(tmp_path: Path) -> None:
     assert Path(argv[0]).name.startswith("python")
     # The CLI's --agent wins over snapshot.yml; a scenario without agent: runs ours.
     other = ForeignAgent(("other",))
-    assert foreign_agent(scenario, other) is other
+    chosen = foreign_agent(scenario, other)
+    assert chosen is not None
+    assert chosen.command == other.command  # --agent replaces the command, keeps agent_env
     plain = load_scenario(_scenario(tmp_path / "foreign" / "plain", META))
     assert foreign_agent(plain) is None
 
@@ -430,3 +432,16 @@ def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.Mon
     assert not broken.ok
     assert "session.jsonl" in broken.failures[0]
     assert "session.jsonl:2" in broken.failures[0]
+
+
+def test_the_agent_option_keeps_the_scenarios_agent_env(tmp_path: Path) -> None:
+    meta = META + (
+        "agent: ['{python}', 'a.py']\nagent_env: {OPENAI_API_KEY: placeholder, OPENAI_MODEL: m}\n"
+    )
+    scenario = load_scenario(_scenario(tmp_path / "s", meta))
+    override = ForeignAgent.from_command_line("other-agent --acp", "MY_BASE_URL")
+    chosen = foreign_agent(scenario, override)
+    assert chosen is not None
+    assert chosen.command == ("other-agent", "--acp")
+    assert chosen.base_url_env == "MY_BASE_URL"
+    assert dict(chosen.env) == {"OPENAI_API_KEY": "placeholder", "OPENAI_MODEL": "m"}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -142,10 +143,16 @@ def _validated(kind: Any, value: object, where: str) -> Any:
 
 
 def foreign_agent(scenario: Scenario, override: ForeignAgent | None = None) -> ForeignAgent | None:
-    """The foreign agent a run uses: ``override`` (``--agent``), else ``snapshot.yml``'s."""
-    if override is not None:
-        return override
+    """The foreign agent a run uses: ``override`` (``--agent``), else ``snapshot.yml``'s.
+
+    ``--agent`` replaces the command only: the scenario's ``agent_env`` (the placeholder key
+    and model its SDK needs) still applies, under the override's own settings.
+    """
     meta = scenario.meta
+    if override is not None:
+        kept = dict(meta.agent_env or {}) if meta is not None else {}
+        kept.pop(override.base_url_env, None)  # the gate sets that one
+        return dataclasses.replace(override, env=kept | dict(override.env))
     if meta is None or meta.agent is None:
         return None
     return ForeignAgent(
