@@ -261,6 +261,10 @@ def test_replay_bites_on_a_changed_answer_and_a_changed_request(tmp_path: Path) 
     assert "422" in joined
     assert "differ from the recording" in joined
     assert "PING" in joined
+    # The cause is the headline; the agent's JSON-RPC error and stderr follow it.
+    headline = mismatched.failures[0]
+    assert headline.index("differ from the recording") < headline.index("the agent stopped:")
+    assert "its stderr ends:" in headline
 
 
 def test_a_live_recording_keeps_the_key_in_the_proxy(

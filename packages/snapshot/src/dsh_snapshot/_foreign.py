@@ -270,6 +270,22 @@ class ForeignModel:
         finally:
             confined.started()
 
+    def stopped_because(self, error: Exception, stderr: str) -> str:
+        """Why the agent stopped, cause first: the replaying proxy's problems (a request that
+        drifted from the recording), then the agent's own error and its stderr's tail."""
+        problems: list[str] = []
+        if self.replaying:
+            with contextlib.suppress(AgentError):
+                report = _fetch_report(self.base_url, 10.0, self.root.parent / "proxy.stderr")
+                raw = (
+                    cast(dict[str, Any], report).get("problems")
+                    if isinstance(report, dict)
+                    else None
+                )
+                problems = [str(p) for p in cast(list[Any], raw or [])]
+        where = f"the agent stopped: {error}; its stderr ends: {stderr}"
+        return f"{problems[0]} ({where})" if problems else where
+
     @property
     def literals(self) -> dict[str, str]:
         """The run's private home and temp dir and their placeholders (the cwd is the

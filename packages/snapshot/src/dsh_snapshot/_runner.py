@@ -447,6 +447,12 @@ def _run(
                 for step in scenario.steps:
                     agent.run_step(step)
                 code = agent.finish()
+            except AgentError as exc:
+                if model is None:
+                    raise
+                # A foreign agent stopped: the cause is usually the proxy's refusal (request
+                # drift), buried in the agent's JSON-RPC error. Say it first, then the rest.
+                raise AgentError(model.stopped_because(exc, agent.stderr_tail(800))) from None
             finally:
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
