@@ -22,10 +22,21 @@ from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
-from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport, ReplaySettings
+from dsh_llm_replay import (
+    NotConsumedError,
+    OverrideError,
+    ReplayError,
+    ReplayReport,
+    ReplaySettings,
+)
 from dsh_snapshot._agent import AgentError, AgentProcess, agent_command
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
-from dsh_snapshot._confine import check_scenario_links, check_step_paths, copy_workspace
+from dsh_snapshot._confine import (
+    ConfinementError,
+    check_scenario_links,
+    check_step_paths,
+    copy_workspace,
+)
 from dsh_snapshot._determinism import clock_command
 from dsh_snapshot._diff import Difference, first_difference
 from dsh_snapshot._expect import check_expectations
@@ -35,6 +46,7 @@ from dsh_snapshot._foreign import (
     foreign_model,
     normalised_ids,
 )
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import harvest, harvest_logs, normalized_outputs
 from dsh_snapshot._keyscan import redact, scan_folder
@@ -50,7 +62,7 @@ from dsh_snapshot._provenance import (
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._recorded_env import recorded_provider_env
 from dsh_snapshot._request_drift import drift_failures, header_note
-from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario
+from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario, ScenarioError
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
@@ -62,6 +74,9 @@ __all__ = [
     "run_scenario",
     "write_fixtures",
 ]
+
+# A scenario refused for what its files hold or link to: nothing is written into it.
+_REFUSALS = (ConfinementError, ConfinedPathError, OverrideError, ScenarioError)
 
 _EMPTY_PRIMARY = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
 
@@ -303,8 +318,10 @@ def run_scenario(
             _run(scenario, settings, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
-        if settings.mode == "replay" and settings.seed_slice and not result.needs:
-            # No outputs to keep, but review must say this replay failed, and why.
+        refused = isinstance(exc, _REFUSALS)
+        if settings.mode == "replay" and settings.seed_slice and not result.needs and not refused:
+            # No outputs to keep, but review must say this replay failed, and why. (A
+            # scenario refused for its files is left byte for byte as it was: SECURITY.md.)
             other = foreign_agent(scenario, settings.agent)
             command = other.command if other is not None else None
             note = keep_failure(scenario, persistence, result.failures, command)
