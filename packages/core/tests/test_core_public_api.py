@@ -83,6 +83,7 @@ _PUBLIC: dict[str, list[str]] = {
         "SubagentTool",
         "TODO_STATUSES",
         "TextDelta",
+        "TextPattern",
         "ThrowEntry",
         "TodoWriteTool",
         "Tool",

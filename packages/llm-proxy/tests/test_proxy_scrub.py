@@ -117,3 +117,21 @@ def test_scrub_orders_and_escapes() -> None:
     with pytest.raises(ValueError, match="empty string"):
         Scrub.build(patterns=[("{{x}}", "a*")])
     assert not Scrub.build()
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [r"(a)\1", r"a(?=b)", r"(?<!x)a"],  # back-reference, look-ahead, look-behind
+)
+def test_a_scrubber_only_a_backtracking_engine_runs_is_refused(pattern: str) -> None:
+    with pytest.raises(ValueError, match=r"linear-time engine \(RE2\)"):
+        Scrub.build(patterns=[("{{x}}", pattern)])
+
+
+def test_a_nested_quantifier_scrubs_in_linear_time() -> None:
+    # (a+)+$ against a run of a's that does not end the text backtracks exponentially in
+    # Python's re (2**40 paths here: the test would not end); RE2 answers at once.
+    scrub = Scrub.build(patterns=[("{{tail}}", r"(a+)+$"), ("{{day}}", r"\d{4}-\d\d-\d\d")])
+    text = "a" * 40 + "b on 2026-12-01"
+    assert scrub.text(text) == "a" * 40 + "b on {{day}}"
+    assert scrub.text("baaa") == "b{{tail}}"

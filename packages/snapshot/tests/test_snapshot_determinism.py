@@ -192,6 +192,7 @@ def test_the_clock_needs_libfaketime(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         ("scrub: [{pattern: '(', placeholder: '{{x}}'}]\n", "scrub.0.pattern", "not a regular"),
         ("scrub: [{pattern: 'a*', placeholder: '{{x}}'}]\n", "scrub.0.pattern", "empty string"),
+        ("scrub: [{pattern: '(a)\\1', placeholder: '{{x}}'}]\n", "scrub.0.pattern", "RE2"),
         ("scrub: [{pattern: 'a', placeholder: 'x'}]\n", "scrub.0.placeholder", "should match"),
         ("scrub: [{pattern: 'a'}]\n", "scrub.0.placeholder", "Field required"),
         ("ignore_fields: ['a..b']\n", "ignore_fields.0", "should match"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from dsh_core._logformat import SessionLog, dumps_event, dumps_header, read_log
 from dsh_core._messages import delegated_prompts, first_user_text
@@ -52,6 +52,15 @@ def session_placeholder(index: int) -> str:
     return f"{{{{session:{index}}}}}"
 
 
+class TextPattern(Protocol):
+    """A compiled regular expression as :class:`Normalizer` uses it: ``re.Pattern`` fits, and
+    so does a linear-time engine's (``google-re2``), which patterns from a scenario use."""
+
+    def sub(self, repl: Callable[[Any], str], string: str) -> str:
+        """``string`` with every match replaced by what ``repl`` returns for it."""
+        ...
+
+
 class Normalizer:
     """Replaces run-specific strings (cwds, session ids, UUIDs) inside JSON values.
 
@@ -73,7 +82,7 @@ class Normalizer:
         names: Mapping[str, str] | None = None,
         *,
         literals: Mapping[str, str] | None = None,
-        patterns: Sequence[tuple[re.Pattern[str], str]] = (),
+        patterns: Sequence[tuple[TextPattern, str]] = (),
     ) -> None:
         pairs = {c: CWD for c in cwds if c} | {k: v for k, v in (literals or {}).items() if k}
         self._literals = sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True)
@@ -158,7 +167,7 @@ def log_normalizer(
     cwds: Iterable[str] = (),
     session_ids: Iterable[str] = (),
     literals: Mapping[str, str] | None = None,
-    patterns: Sequence[tuple[re.Pattern[str], str]] = (),
+    patterns: Sequence[tuple[TextPattern, str]] = (),
 ) -> Normalizer:
     """The normaliser for a set of logs (already in :func:`creation_order`) and what else a run
     names: the cwds and ids of their headers, plus ``cwds`` and ``session_ids``; ``literals``
@@ -238,7 +247,7 @@ def normalize_frames(frames: Iterable[Any], normalizer: Normalizer) -> list[Any]
     return out
 
 
-def _literal(placeholder: str) -> Callable[[re.Match[str]], str]:
+def _literal(placeholder: str) -> Callable[[Any], str]:
     """A replacement that inserts ``placeholder`` as it is (``re.sub`` would read its
     backslashes as escapes)."""
     return lambda _: placeholder

@@ -9,6 +9,9 @@ they are, no later run could match them. A :class:`Scrub` turns them into placeh
   the agent as a real path of its run);
 - **patterns** ``(regex, placeholder)``: user scrubbers (a date, a port); applied after the
   literals, in order. What a pattern matched has no single live value, so it is not put back.
+  A pattern comes from a scenario or a test, which arrive in a pull request: it is compiled by
+  RE2 (``google-re2``), so its run time is linear in the text whatever it says, and what only a
+  backtracking engine does (back-references, look-arounds) is refused.
 
 Record applies the scrub to every event before it is written; replay applies it to the
 recorded and the live request alike before comparing them. Each event is scrubbed on its
@@ -22,9 +25,10 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, cast
 
-from dsh_core import Chunk
+from dsh_core import Chunk, TextPattern
 
 __all__ = ["Scrub", "parse_assignment"]
 
@@ -55,7 +59,7 @@ class Scrub:
     """
 
     literals: tuple[tuple[str, str], ...] = ()
-    patterns: tuple[tuple[re.Pattern[str], str], ...] = ()
+    patterns: tuple[tuple[TextPattern, str], ...] = ()
 
     @classmethod
     def build(
@@ -68,13 +72,10 @@ class Scrub:
         Raises:
             ValueError: a pattern is not a regular expression, or matches the empty string.
         """
-        compiled: list[tuple[re.Pattern[str], str]] = []
+        compiled: list[tuple[TextPattern, str]] = []
         for placeholder, source in patterns:
-            try:
-                pattern = re.compile(source)
-            except re.error as exc:
-                raise ValueError(f"scrub {source!r}: not a regular expression ({exc})") from None
-            if pattern.fullmatch(""):
+            pattern = _linear_regex(source)
+            if pattern.fullmatch("") is not None:
                 raise ValueError(f"scrub {source!r}: matches the empty string")
             compiled.append((pattern, placeholder))
         ordered = sorted(((p, v) for p, v in literals if v), key=lambda pv: -len(pv[1]))
@@ -139,7 +140,22 @@ class Scrub:
             yield self.restore(chunk)
 
 
-def _literal(placeholder: str) -> Callable[[re.Match[str]], str]:
+def _linear_regex(source: str) -> Any:
+    """``source`` compiled by RE2; ValueError naming it when RE2 refuses it."""
+    re2: Any = import_module("re2")  # google-re2 ships no type information
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(source, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ValueError(
+            f"scrub {source!r}: not a regular expression the linear-time engine (RE2) "
+            f"accepts ({reason}; no back-references or look-arounds)"
+        ) from None
+
+
+def _literal(placeholder: str) -> Callable[[Any], str]:
     """A replacement that inserts ``placeholder`` as it is (``re.sub`` would read its
     backslashes as escapes)."""
     return lambda _: placeholder

@@ -21,7 +21,6 @@ comparison agree on those:
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Sequence
 from datetime import datetime
@@ -30,6 +29,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from dsh_core import TextPattern
 from dsh_llm_proxy import Scrub
 
 __all__ = [
@@ -49,7 +49,7 @@ HOME = "{{home}}"
 TMP = "{{tmp}}"
 IGNORED = "{{ignored}}"
 # A scrubber's regex comes from a scenario, which arrives in a pull request: bounded in
-# length, and compiled once. (Its run time is bounded by the text it meets; see SECURITY.md.)
+# length, compiled once, by RE2 (Scrub.build): its run time is linear in the text it meets.
 _MAX_PATTERN = 500
 _PLACEHOLDER = r"^\{\{[A-Za-z][A-Za-z0-9_.:-]*\}\}$"
 _KIND = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -103,7 +103,7 @@ class Determinism(BaseModel):
     clock: FixedClock | None = None
 
 
-def patterns(scrubbers: Sequence[Scrubber]) -> list[tuple[re.Pattern[str], str]]:
+def patterns(scrubbers: Sequence[Scrubber]) -> list[tuple[TextPattern, str]]:
     """The scrubbers as compiled ``(regex, placeholder)`` pairs, in order."""
     return list(Scrub.build(patterns=[(s.placeholder, s.pattern) for s in scrubbers]).patterns)
 
