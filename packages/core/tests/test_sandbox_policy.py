@@ -295,3 +295,26 @@ async def test_long_output_spills_inside_the_run_and_is_removed_with_it(run_dir:
     base = sandbox.tmp.parent
     del tool, sandbox
     assert not base.exists()
+
+
+def test_a_relative_cwd_is_the_run_folder(
+    sandbox: ToolSandbox, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BashTool() with SessionMeta(cwd=".") (the core README's example) confines a relative
+    # cwd: bubblewrap would resolve it against its own new root, binding over the hidden /tmp.
+    monkeypatch.chdir(run_dir)
+    confined = sandbox.confine(["sh", "-c", "pwd; echo x > made.txt"], ".")
+    try:
+        done = subprocess.run(
+            confined.argv,
+            env=confined.env,
+            capture_output=True,
+            text=True,
+            pass_fds=confined.pass_fds,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        confined.close()
+    assert (done.returncode, done.stdout.strip()) == (0, str(run_dir)), done.stderr
+    assert (run_dir / "made.txt").read_text() == "x\n"

@@ -68,8 +68,14 @@ def test_an_allow_listed_value_is_published(tmp_path: Path) -> None:
     entry = AllowEntry(file="notes.txt", line=2, hash=digest(value), reason="documentation example")
     text = f"intro\n{value}\n"
     assert publish_fixtures(folder, {"notes.txt": text}, allowlist=[entry]) == ["notes.txt"]
-    with pytest.raises(DirtyRecordingError):  # the same value on another line is not allowed
-        publish_fixtures(folder, {"notes.txt": f"{value}\n"}, allowlist=[entry])
+    # Pinned to the file and the value's hash, not the line: a line added above keeps it.
+    moved = {"notes.txt": f"a new first line\n{text}"}
+    assert publish_fixtures(folder, moved, allowlist=[entry]) == ["notes.txt"]
+    with pytest.raises(DirtyRecordingError):  # the same value in another file is not allowed
+        publish_fixtures(folder, {"other.txt": f"{value}\n"}, allowlist=[entry])
+    other = "sk-" + "example" * 3 + "1"
+    with pytest.raises(DirtyRecordingError):  # nor another value in the same file
+        publish_fixtures(folder, {"notes.txt": f"{text}{other}\n"}, allowlist=[entry])
 
 
 @pytest.mark.parametrize("name", ["../x", "/tmp/x", "sub/x"])

@@ -367,12 +367,16 @@ class ToolSandbox:
         if command._forward is not None:  # pyright: ignore[reportPrivateUsage]
             # The relay's end is closed by the relay itself, not with the others.
             command._child_fds.remove(command._forward.child_fd)  # pyright: ignore[reportPrivateUsage]
+        # bubblewrap resolves a relative path against its own new root, not our cwd: "."
+        # would bind over the hidden /tmp itself (and the read-only remount then fails).
+        cwd = os.path.abspath(cwd)
+        chdir = os.path.join(cwd, chdir) if chdir else cwd
         command.argv = [
             *bwrap_options(
                 cwd=cwd,
                 writable=(str(home), str(tmp)),
                 readable=[*readable, *_interpreter_paths()],
-                chdir=chdir or cwd,
+                chdir=chdir,
                 env=env,
                 network=network,
             ),
