@@ -6,6 +6,7 @@ uv never downloads an interpreter: the machines carry Python 3.11 and nothing el
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import shutil
@@ -44,11 +45,24 @@ def sync(session: nox.Session, *groups: str, package: str | None = None) -> None
     and none compiled, every interpreter the tests and the gate start recompiles each module it
     imports (a fresh agent answering ``initialize``: 477 ms CPU without, 242 ms with).
     """
-    args = ["uv", "sync", "--frozen", "--exact", "--no-default-groups", "--compile-bytecode"]
+    args = ["uv", "sync", "--frozen", "--exact", "--no-default-groups"]
     args += ["--all-packages"] if package is None else ["--package", package]
     for group in groups:
         args += ["--group", group]
-    session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+    # uv's --compile-bytecode walks all of site-packages on every sync (2-4 s a session, ~40 s
+    # of the README's test command): an environment already synced with these arguments from
+    # this lock has its bytecode, so the walk runs only when the sync can change something.
+    location = pathlib.Path(session.virtualenv.location)
+    lock = hashlib.sha256((ROOT / "uv.lock").read_bytes()).hexdigest()
+    wanted, stamp = f"{lock} {' '.join(args)}\n", location / ".dsh-synced"
+    compiled = stamp.is_file() and stamp.read_text() == wanted
+    stamp.unlink(missing_ok=True)  # written again only after a complete sync
+    session.run_install(
+        *args,
+        *([] if compiled else ["--compile-bytecode"]),
+        env={"UV_PROJECT_ENVIRONMENT": str(location)},
+    )
+    stamp.write_text(wanted)
     # uv compiles what it puts in site-packages; the workspace members are installed editable
     # (their modules load from packages/*/src), so their bytecode is compiled here (into the
     # git-ignored __pycache__ folders; up-to-date files are skipped).
