@@ -100,18 +100,12 @@ async def test_a_variable_the_user_passes_is_kept(kind: Supervisor, tmp_path: Pa
 def test_a_command_that_cannot_start_is_127_with_a_line(kind: Supervisor, tmp_path: Path) -> None:
     sandbox = _sandbox(kind)  # held: its private folders live as long as it does
     confined = sandbox.confine(["no-such-command-anywhere"], str(tmp_path), supervised=True)
-    try:
-        done = subprocess.run(
-            confined.argv,
-            env=confined.env,
-            capture_output=True,
-            text=True,
-            pass_fds=confined.pass_fds,
-            timeout=60,
-            check=False,
-        )
-    finally:
+    with subprocess.Popen(
+        confined.argv, env=confined.env, stderr=subprocess.PIPE, pass_fds=confined.pass_fds
+    ) as started:
         confined.started()
+        _, stderr = started.communicate(timeout=60)
+    done = subprocess.CompletedProcess(started.args, started.returncode, "", stderr.decode())
     assert done.returncode == 0  # the supervisor itself ended well...
     assert confined.wait_status() == 127 << 8  # ...and says the command exited 127
     assert done.stderr.startswith("dsh sandbox: cannot run no-such-command-anywhere: ")
