@@ -48,15 +48,21 @@ def _swap_for_a_link(folder: Path, outside: Path) -> None:
     folder.symlink_to(outside, target_is_directory=True)
 
 
+@pytest.fixture
+def run_and_outside(tmp_path: Path) -> tuple[Path, Path]:
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    (run / "d").mkdir(parents=True)
+    outside.mkdir()
+    return run, outside
+
+
 def test_a_directory_swapped_for_a_link_while_the_marker_is_made_is_not_followed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_and_outside: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The race a command of the same run can win: the marker's directory is a real one when
     # the path is looked at and a link outside when it is opened. The swap here happens at
     # the marker's first system call, so no check made before it can help.
-    run, outside = tmp_path / "run", tmp_path / "outside"
-    (run / "d").mkdir(parents=True)
-    outside.mkdir()
+    run, outside = run_and_outside
     real_open = os.open
     swapped: list[bool] = []
 
@@ -75,11 +81,9 @@ def test_a_directory_swapped_for_a_link_while_the_marker_is_made_is_not_followed
 
 
 def test_a_directory_swapped_after_it_was_opened_gets_the_marker_inside(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_and_outside: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run, outside = tmp_path / "run", tmp_path / "outside"
-    (run / "d").mkdir(parents=True)
-    outside.mkdir()
+    run, outside = run_and_outside
     real_open = os.open
     calls: list[str] = []
 
