@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_acp_agent import AgentForkServer, testing
-from dsh_core import DshError
+from dsh_core import DshError, ProcessConfinement
 from dsh_snapshot._scenario import Step
 
 __all__ = ["AgentError", "AgentProcess", "agent_command"]
@@ -61,6 +61,7 @@ class AgentProcess:
         fork_server: fork the agent from this warm server instead of starting an interpreter.
         command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
         pass_fds: descriptors ``command`` inherits (its sandbox's).
+        confinement: how a warm (forked) agent confines itself after the fork.
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class AgentProcess:
         fork_server: AgentForkServer | None = None,
         command: Sequence[str] | None = None,
         pass_fds: Sequence[int] = (),
+        confinement: ProcessConfinement | None = None,
     ) -> None:
         self.cwd = cwd
         self.acp = testing.AgentProcess(
@@ -82,6 +84,7 @@ class AgentProcess:
             start_timeout=start_timeout,
             fork_server=fork_server,
             pass_fds=pass_fds,
+            confinement=confinement,
         )
 
     @property
