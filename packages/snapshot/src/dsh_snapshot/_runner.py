@@ -373,7 +373,11 @@ def _run(
             cwd.mkdir()
         check_step_paths(scenario, cwd)
         root.mkdir()
+        # The agent's temp dir (its commands' private home and tmp, spill files) is the run's:
+        # removed with it even when the agent is killed before its own clean-up runs.
+        (tmp / "tmp").mkdir()
         env = {
+            "TMPDIR": str(tmp / "tmp"),
             "DSH_SESSIONS_ROOT": str(root),
             "DSH_PERSISTENCE": result.persistence,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
