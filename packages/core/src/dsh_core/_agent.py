@@ -158,7 +158,7 @@ class Agent:
             _IN_TURN.reset(token)
 
 
-MAX_SAFE_INTEGER = 2**53 - 1
+_MAX_SAFE_INTEGER = 2**53 - 1
 """JavaScript's ``Number.MAX_SAFE_INTEGER``: upstream's bound on a depth cap."""
 
 
@@ -167,6 +167,5 @@ def _check_max_depth(value: object) -> None:
     (no bool, no float, not above ``Number.MAX_SAFE_INTEGER``), in its words."""
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SAFE_INTEGER:
         raise ValueError(f"subagent maxDepth must be a non-negative safe integer, got {value!r}")
-
