@@ -382,6 +382,8 @@ def _run(
             "DSH_PERSISTENCE": result.persistence,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
+        if scenario.meta is not None and scenario.meta.max_delegation_depth is not None:
+            env["DSH_MAX_DELEGATION_DEPTH"] = str(scenario.meta.max_delegation_depth)
         replaying = settings.replaying or scenario.authored
         # Recorded commands run confined and without network, in every mode; a live recording
         # gives them the network only when snapshot.yml says bash_network: true.
