@@ -121,6 +121,7 @@ _PUBLIC: dict[str, list[str]] = {
         "first_user_text",
         "header_change",
         "header_from_json",
+        "host_which",
         "is_parallel_safe",
         "is_secret_name",
         "json_depth",

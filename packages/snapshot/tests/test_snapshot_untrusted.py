@@ -535,6 +535,18 @@ CASES = [
         expect=("[/red]evil",),
     ),
     Case(
+        "launcher-base-url-env-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
+        "launcher-base-url-env-ld-library-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: LD_LIBRARY_PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
         "yaml-error-never-quotes-the-line",
         _yaml_error,
         expect=("snapshot.yml", "invalid YAML at line 7"),
@@ -615,6 +627,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "pending",
         "discovery",
         "readyfile",
+        "launcher",
         "snapshot-yml",
         "report",
         "show",

@@ -38,7 +38,13 @@ from dsh_core import (
     read_log,
 )
 from dsh_llm_replay import ReplayError, load_override
-from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
+from dsh_snapshot._agentspec import (
+    DEFAULT_BASE_URL_ENV,
+    AgentArgv,
+    EnvName,
+    check_agent_env,
+    check_base_url_env,
+)
 from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._fsafe import ConfinedPathError, read_text
@@ -185,6 +191,8 @@ class SnapshotMeta(BaseModel):
             raise ValueError(f"{info.field_name} is set but agent is not: it configures agent only")
         if info.field_name == "agent_env":
             check_agent_env(info.data.get("agent_base_url_env") or DEFAULT_BASE_URL_ENV, value)
+        elif value is not None:
+            check_base_url_env(value)
         return value
 
 
