@@ -162,9 +162,9 @@ class SnapshotMeta(BaseModel):
     """Fixed variables ``agent`` needs (a placeholder key its SDK insists on); start-up hooks
     (``LD_*``, ``PYTHON*``, ``NODE_OPTIONS``, ``BASH_ENV``, ``GIT_*``…) are refused."""
     bash_network: bool = False
-    """``record`` only: the agent's ``bash`` commands may reach the network while recording
-    (replay and refresh never give them any). Off by default: a command a model asked for has
-    no network unless the scenario says so here, visibly."""
+    """Live ``record`` only, and only when the user also sets ``DSH_BASH_NETWORK=1``: the
+    agent's ``bash`` commands may reach the network while recording. A scenario asks; the
+    user decides (replay, refresh and scripted record never give it)."""
     scrub: tuple[Scrubber, ...] = ()
     """User scrubbers, regex → placeholder (see :mod:`dsh_snapshot._determinism`)."""
     ignore_fields: tuple[FieldPath, ...] = ()
