@@ -420,6 +420,25 @@ def _pinned_server_store(world: World) -> list[str]:
     return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
 
 
+def _checkout_read(world: World) -> list[str]:
+    """A recorded command reads the checkout's .env and .git (the README keeps the key in
+    .env; a CI checkout keeps its token in .git/config) and turns it round, past any
+    redaction by key shape (red team F3)."""
+    repo = world.repo()
+    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
+    command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
+    return _replay(_bash_scenario(world, command))
+
+
+def _checkout_unread(world: World) -> None:
+    turned = world.box.outside_key[::-1].encode()
+    assert turned not in (world.out + world.err).encode()
+    for path in world.box.root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.name not in (".env", "config"):
+            assert turned not in path.read_bytes(), path
+
+
 def _markup_profile(world: World) -> list[str]:
     folder = world.box.scenario("markup")
     (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
@@ -603,6 +622,12 @@ CASES = [
         code=1,
     ),
     Case(
+        "checkout-env-and-git-are-hidden-from-commands",
+        _checkout_read,
+        code=1,
+        check=_checkout_unread,
+    ),
+    Case(
         "yaml-error-never-quotes-the-line",
         _yaml_error,
         expect=("snapshot.yml", "invalid YAML at line 7"),
@@ -685,6 +710,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "readyfile",
         "launcher",
         "network",
+        "checkout",
         "store",
         "snapshot-yml",
         "report",

@@ -290,6 +290,7 @@ def foreign_model(
     api_key: str | None,
     timeout: float,
     cwd: Path | None = None,
+    hide: Sequence[str] = (),
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
     ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
@@ -304,7 +305,10 @@ def foreign_model(
     # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
     # bash tool's sandbox, reaching only the proxy.
     mode = "strict" if os.environ.get("CI") == "true" else "warn"
-    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
+    settings = SandboxSettings(
+        sandbox=mode, sandbox_network="deny", sandbox_hide=os.pathsep.join(hide)
+    )
+    sandbox = ToolSandbox(settings, root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)

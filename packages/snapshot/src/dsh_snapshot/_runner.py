@@ -35,6 +35,7 @@ from dsh_snapshot._confine import (
     ConfinementError,
     check_scenario_links,
     check_step_paths,
+    checkout_roots,
     copy_workspace,
 )
 from dsh_snapshot._determinism import clock_command
@@ -417,12 +418,15 @@ def _run(
             and scenario.meta.bash_network
             and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
         )
+        hidden = checkout_roots([scenario.path, Path.cwd()])
         sandbox_mode: Literal["strict", "warn"] = (
             "strict" if os.environ.get("CI") == "true" else "warn"
         )
         env |= {
             "DSH_SANDBOX": sandbox_mode,
             "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
+            # The checkout the scenario (and the gate) are in: its .env and .git are hidden.
+            "DSH_SANDBOX_HIDE": os.pathsep.join(hidden),
         }
         # The warm agent confines itself after its fork: a replay's model is a file, so it
         # gets no network at all; a server store must still be reached (TCP or its socket).
@@ -447,6 +451,7 @@ def _run(
                         api_key=settings.key,
                         timeout=settings.timeout,
                         cwd=cwd,
+                        hide=hidden,
                     )
                 )
             elif replay is not None:
