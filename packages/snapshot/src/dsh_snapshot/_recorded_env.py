@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from dsh_core.plugins import PluginError, env_prefix, model_provider, model_provider_names
 from dsh_llm_replay import LIVE_PROVIDER_ENV
-from dsh_snapshot._scenario import META_FILE, Scenario
+from dsh_snapshot._scenario import Scenario
 
 __all__ = ["PROVENANCE_SETTINGS", "recorded_provider_env"]
 
@@ -70,7 +70,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"]
             raise ValueError(
-                f"{scenario.path / META_FILE}: provenance.{key}: {value!r} is not a valid "
+                f"{scenario.files.meta}: provenance.{key}: {value!r} is not a valid "
                 f"{provenance.provider} {name} ({variable}): {reason}"
             ) from None
         env[variable] = str(value)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_core import ScenarioFiles
+
 __all__ = [
     "INPUT",
     "META",
@@ -102,8 +104,8 @@ class Sandbox:
         """A minimal scenario folder (input.json, snapshot.yml) plus ``files``."""
         folder = self.scenarios / "sdk" / name
         folder.mkdir(parents=True)
-        write(folder / "input.json", json.dumps(INPUT))
-        write(folder / "snapshot.yml", META)
+        write(folder / ScenarioFiles.INPUT, json.dumps(INPUT))
+        write(folder / ScenarioFiles.META, META)
         for rel, content in (files or {}).items():
             write(folder / rel, content)
         return folder
