@@ -359,12 +359,8 @@ class ModelClientConformance:
         remote_client: Callable[[], ModelClient] | None,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        if remote_client is None:
-            pytest.skip("this client reaches no remote host")
         monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
-        failure = _run_call(remote_client(), "s1", [], self.patience)
-        assert isinstance(failure, ModelError), f"expected a ModelError, got {failure!r}"
-        assert failure.code == "MODEL_REQUESTS_DISABLED"
+        self._assert_refused(remote_client)
 
     def test_the_core_switch_refuses_a_remote_call(
         self,
@@ -373,11 +369,16 @@ class ModelClientConformance:
     ) -> None:
         # One guard for every provider: a client that keeps its own (reading only the
         # environment) would not honour dsh_core.ALLOW_MODEL_REQUESTS.
-        if remote_client is None:
-            pytest.skip("this client reaches no remote host")
         monkeypatch.delenv(ALLOW_MODEL_REQUESTS_ENV, raising=False)
         monkeypatch.setattr(dsh_core, "ALLOW_MODEL_REQUESTS", False)
+        message = self._assert_refused(remote_client)
+        assert "dsh_core.ALLOW_MODEL_REQUESTS" in message
+
+    def _assert_refused(self, remote_client: Callable[[], ModelClient] | None) -> str:
+        """A call of a remote client fails as MODEL_REQUESTS_DISABLED; returns the message."""
+        if remote_client is None:
+            pytest.skip("this client reaches no remote host")
         failure = _run_call(remote_client(), "s1", [], self.patience)
         assert isinstance(failure, ModelError), f"expected a ModelError, got {failure!r}"
         assert failure.code == "MODEL_REQUESTS_DISABLED"
-        assert "dsh_core.ALLOW_MODEL_REQUESTS" in failure.message
+        return failure.message
