@@ -3,8 +3,8 @@
 ``settings_factory(DeepSeekSettings)`` (or ``ChatSettings``, or any profile) returns a factory
 ``make(base_url, **overrides)`` whose settings have short timeouts and retry waits (a test of a
 retry or an idle stream takes milliseconds, not minutes) and a fake key built at run time. Every
-field is given explicitly, so nothing the caller happens to have exported (``OPENAI_MODEL``,
-``DEEPSEEK_API_KEY`` …) leaks into a test: pydantic-settings reads the environment only for a
+field is given explicitly, so nothing the caller happens to have exported (``OPENAI_MODEL``, a
+profile's key …) leaks into a test: pydantic-settings reads the environment only for a
 field the constructor was not given.
 """
 

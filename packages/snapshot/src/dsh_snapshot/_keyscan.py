@@ -2,7 +2,7 @@
 
 Detectors: `detect-secrets`' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, private keys,
 JWTs, ``password = "…"`` keywords, …) plus our DeepSeek/OpenAI ``sk-…`` patterns and the value
-of every variable an installed model provider keeps its key in (``DEEPSEEK_API_KEY``…: each
+of every variable an installed model provider keeps its key in (``OPENAI_API_KEY``…: each
 ``dsh.models`` plugin's ``secret_env_names``), and any other literal the caller names. They run
 over every decoded view of every file (see ``_decode``): escapes undone, base64 decoded,
 UTF-16/32 read, streamed chunks joined. Hidden files are scanned; symlinks are followed when
