@@ -415,14 +415,15 @@ def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.Mon
     assert keyless.failures == [
         "AgentError: record needs DEEPSEEK_API_KEY (it goes to the proxy only)"
     ]
-    # A proxy that dies before printing its address: its stderr is quoted.
-    monkeypatch.setattr(
-        "dsh_snapshot._foreign._proxy_command",
-        lambda: [sys.executable, "-c", "import sys; sys.exit('no port for you')"],
-    )
+
+    # A proxy that cannot start (no loopback port): the run says so, the cause quoted.
+    def no_port() -> None:
+        raise OSError(98, "no port for you")
+
+    monkeypatch.setattr("dsh_snapshot._foreign.shared_hub", no_port)
     dead = run_scenario(scenario, SnapshotSettings(mode="record-scripted"))
     assert len(dead.failures) == 1
-    assert "dsh-llm-proxy did not print BASE_URL=" in dead.failures[0]
+    assert "dsh-llm-proxy did not start" in dead.failures[0]
     assert "no port for you" in dead.failures[0]
     # A committed log that cannot be read: staging it names the file and line.
     header = {"type": "session", "version": 0, "id": "x", "createdAt": 0}

@@ -355,6 +355,27 @@ def _report_written(world: World) -> None:
     assert "masked" in report.read_text()
 
 
+def _ready_race(world: World) -> list[str]:
+    """A recorded command swaps the folder a later hang's ``readyFile`` names for a link out,
+    after the override was checked (the folder was real then): the marker must not follow."""
+    command = f"mv d d.real && ln -s {world.box.sentinel / 'dir'} d && echo swapped"
+    override = [
+        {"kind": "chunks", "chunks": tool_call(command)},
+        {"kind": "hang", "readyFile": "d/marker"},
+    ]
+    steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "promptAndCancel", "text": "go"}]
+    folder = world.box.scenario(
+        "ready-race",
+        {
+            "workspace/d/keep.txt": "x\n",
+            "replay.override.json": json.dumps(override),
+            "session.jsonl": session_log(said("x")),
+        },
+    )
+    (folder / "input.json").write_text(json.dumps({"steps": steps}))
+    return _replay(folder)
+
+
 def _markup_profile(world: World) -> list[str]:
     folder = world.box.scenario("markup")
     (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
@@ -424,6 +445,12 @@ CASES = [
         lambda w: _refresh_discovery(w, lambda _w: ".."),
         expect=("no scenarios",),
         code=1,
+    ),
+    Case(
+        "readyfile-folder-swapped-for-a-link-at-run-time",
+        _ready_race,
+        code=1,
+        check=lambda w: _not_created(w.box.sentinel / "dir" / "marker"),
     ),
     Case(
         "snapshot-yml-a-link-to-credentials",
@@ -587,6 +614,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "dotenv",
         "pending",
         "discovery",
+        "readyfile",
         "snapshot-yml",
         "report",
         "show",

@@ -56,7 +56,7 @@ class AgentSettings(BaseSettings):
     persistence: str = DEFAULT_STORE_BACKEND
     model_client: str = DEFAULT_MODEL_PROVIDER
     loop_profile: LoopProfile = DEFAULT_LOOP_PROFILE
-    max_delegation_depth: int | None = Field(default=None, ge=0)
+    max_delegation_depth: int | None = Field(default=None, ge=0, le=2**53 - 1)
     max_parallel_tool_calls: int = Field(default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, ge=1)
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)

@@ -120,6 +120,11 @@ from dsh_core._normalize import (
     parse_jsonl,
     session_placeholder,
 )
+from dsh_core._process_confine import (
+    ProcessConfinement,
+    confine_process,
+    prepare_process_confinement,
+)
 from dsh_core._request_header import (
     REQUEST_HEADER_EVENT,
     RequestHeader,
@@ -332,10 +337,13 @@ __all__ = [
     "loop_behaviour",
     # tool environment and sandbox
     "ConfinedCommand",
+    "ProcessConfinement",
     "SandboxMechanisms",
     "SandboxSettings",
     "SandboxUnavailableError",
     "ToolSandbox",
+    "confine_process",
     "is_secret_name",
+    "prepare_process_confinement",
     "tool_environment",
 ]

@@ -97,6 +97,8 @@ ENABLE_USERNS_HINT = (
 )
 INSTALL_BWRAP_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 _INIT = Path(__file__).with_name("_sandbox_init.py")
+_INIT_PERL = _INIT.with_suffix(".pl")
+Supervisor = Literal["auto", "perl", "python"]
 
 
 class SandboxSettings(BaseSettings):
@@ -267,6 +269,10 @@ class ToolSandbox:
             one to force a mechanism to be missing.
         source_env: where allow-listed variables are read from (default: ``os.environ``).
         root: where the private home and temp dir are made (default: the system temp dir).
+        supervisor: what supervises a ``supervised`` command inside the sandbox:
+            ``perl`` (:file:`_sandbox_init.pl`, ~2 ms to start), ``python``
+            (:mod:`dsh_core._sandbox_init`, the interpreter's start-up) or ``auto`` (perl
+            where it exists, the default).
     """
 
     def __init__(
@@ -275,8 +281,10 @@ class ToolSandbox:
         mechanisms: SandboxMechanisms | None = None,
         source_env: Mapping[str, str] | None = None,
         root: Path | None = None,
+        supervisor: Supervisor = "auto",
     ) -> None:
         self.settings = settings if settings is not None else SandboxSettings()
+        self._supervisor = supervisor
         self._mechanisms = mechanisms
         self._source_env = source_env
         self._root = root
@@ -378,8 +386,9 @@ class ToolSandbox:
             command._child_fds += [status_write, control_read]  # pyright: ignore[reportPrivateUsage]
             command._status, command._control = status_read, control_write  # pyright: ignore[reportPrivateUsage]
             command.supervised = True
-            init = [sys.executable, "-I", "-S", str(_INIT), str(status_write), str(control_read)]
+            init, added = self._supervisor_argv(status_write, control_read, env)
             inner = [*init, "--", *inner]
+            env = env | added  # bubblewrap's --setenv only: the supervisor removes it
         command.pass_fds = tuple(command._child_fds)  # pyright: ignore[reportPrivateUsage]
         if command._forward is not None:  # pyright: ignore[reportPrivateUsage]
             # The relay's end is closed by the relay itself, not with the others.
@@ -403,6 +412,24 @@ class ToolSandbox:
         ]
         return command
 
+    def _supervisor_argv(
+        self, status_fd: int, control_fd: int, env: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The supervisor's command line up to ``--``, and what it adds to the environment
+        (for itself only: it removes it before it starts the command)."""
+        perl = _perl() if self._supervisor != "python" else None
+        if perl is None:
+            if self._supervisor == "perl":
+                raise SandboxUnavailableError(
+                    "the perl supervisor was asked for: perl is not on PATH"
+                )
+            init = [sys.executable, "-I", "-S", str(_INIT), str(status_fd), str(control_fd)]
+            return init, {}
+        # Quiet about a locale the system lacks (else every command's stderr would say so).
+        quiet = {} if "PERL_BADLANG" in env else {"PERL_BADLANG": "0"}
+        unset = "PERL_BADLANG" if quiet else ""
+        return [perl, str(_INIT_PERL), str(status_fd), str(control_fd), unset], quiet
+
     def _missing(self, missing: list[str]) -> None:
         what = "; ".join(missing)
         if self.settings.sandbox == "strict":
@@ -412,10 +439,21 @@ class ToolSandbox:
             print(f"dsh: sandbox incomplete, running without {what}", file=sys.stderr)
 
 
+@functools.cache
+def _perl() -> str | None:
+    """Where perl is (resolved, so the path is the same inside), ``None`` when it is not."""
+    found = shutil.which("perl")
+    return os.path.realpath(found) if found else None
+
+
 def _interpreter_paths() -> list[str]:
-    """What this interpreter and package need to be read from inside (bound only when a hidden
-    folder covers them, e.g. a virtual environment under /tmp): its prefixes and this package."""
+    """What the supervisors need to be read from inside (bound only when a hidden folder
+    covers them, e.g. a virtual environment under /tmp): this interpreter's prefixes, perl's
+    folder and this package."""
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    perl = _perl()
+    if perl is not None:
+        paths.add(os.path.dirname(perl))
     paths.add(str(_INIT.parent))
     return sorted(paths)
 

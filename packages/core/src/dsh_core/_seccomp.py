@@ -39,8 +39,13 @@ class SeccompUnavailableError(Exception):
 
 
 @functools.cache
-def seccomp_program() -> bytes:
-    """The filter as a BPF program bubblewrap loads (``--seccomp FD``); built once.
+def seccomp_program(*, unix_sockets: bool = False) -> bytes:
+    """The filter as a BPF program (bubblewrap loads it with ``--seccomp FD``, a confined
+    process with ``prctl``); built once per variant.
+
+    Args:
+        unix_sockets: leave ``socket(AF_UNIX)`` allowed (only for our own agent when its
+            session store is a server reached over a Unix socket; never for a command).
 
     Raises:
         SeccompUnavailableError: not Linux, or libseccomp cannot be loaded (the message says
@@ -57,9 +62,12 @@ def seccomp_program() -> bytes:
         ) from None
     try:
         rules: Any = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-        rules.add_rule(
-            seccomp.ERRNO(errno.EAFNOSUPPORT), "socket", seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX)
-        )
+        if not unix_sockets:
+            rules.add_rule(
+                seccomp.ERRNO(errno.EAFNOSUPPORT),
+                "socket",
+                seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX),
+            )
         for request in (termios.TIOCSTI, _TIOCLINUX):
             # The request is an int in the kernel; compare its low 32 bits only, as Flatpak's
             # filter does, so a sign-extended value cannot dodge the rule.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_acp_agent import AgentForkServer, testing
+from dsh_core import ProcessConfinement
 from dsh_snapshot._scenario import Step
 from dsh_snapshot._steps import OPS, AgentError
 
@@ -56,6 +57,7 @@ class ScenarioAgent:
         fork_server: fork the agent from this warm server instead of starting an interpreter.
         command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
         pass_fds: descriptors ``command`` inherits (its sandbox's).
+        confinement: how a warm (forked) agent confines itself after the fork.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class ScenarioAgent:
         fork_server: AgentForkServer | None = None,
         command: Sequence[str] | None = None,
         pass_fds: Sequence[int] = (),
+        confinement: ProcessConfinement | None = None,
     ) -> None:
         self.cwd = cwd
         self.acp = testing.AgentProcess(
@@ -77,6 +80,7 @@ class ScenarioAgent:
             start_timeout=start_timeout,
             fork_server=fork_server,
             pass_fds=pass_fds,
+            confinement=confinement,
         )
 
     @property

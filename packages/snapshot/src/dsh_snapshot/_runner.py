@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ScenarioFiles
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ProcessConfinement, ScenarioFiles
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend, store_run
 from dsh_llm_replay import (
     NotConsumedError,
     OverrideError,
@@ -375,19 +375,34 @@ def _run(
             cwd.mkdir()
         check_step_paths(scenario, cwd)
         root.mkdir()
+        # The agent's temp dir (its commands' private home and tmp, spill files) is the run's:
+        # removed with it even when the agent is killed before its own clean-up runs.
+        (tmp / "tmp").mkdir()
         env = {
+            "TMPDIR": str(tmp / "tmp"),
             "DSH_SESSIONS_ROOT": str(root),
             "DSH_PERSISTENCE": result.persistence,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
+        if scenario.meta is not None and scenario.meta.max_delegation_depth is not None:
+            env["DSH_MAX_DELEGATION_DEPTH"] = str(scenario.meta.max_delegation_depth)
         replaying = settings.replaying or scenario.authored
         # Recorded commands run confined and without network, in every mode; a live recording
         # gives them the network only when snapshot.yml says bash_network: true.
         network = not replaying and scenario.meta is not None and scenario.meta.bash_network
+        sandbox_mode: Literal["strict", "warn"] = (
+            "strict" if os.environ.get("CI") == "true" else "warn"
+        )
         env |= {
-            "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
+            "DSH_SANDBOX": sandbox_mode,
             "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
         }
+        # The warm agent confines itself after its fork: a replay's model is a file, so it
+        # gets no network at all; a server store must still be reached (TCP or its socket).
+        embedded = store_backend(result.persistence).embedded
+        confinement = ProcessConfinement(
+            network=not (replaying and embedded), unix_sockets=not embedded, mode=sandbox_mode
+        )
         replay = replay_settings(scenario, tmp, settings) if replaying else None
         foreign = foreign_agent(scenario, settings.agent)
         model: ForeignModel | None = None
@@ -444,7 +459,9 @@ def _run(
                 # A scenario must not depend on what the caller exported; a replay never sees
                 # a key.
                 agent_env = agent_environment(env)
-                agent = ScenarioAgent(cwd, agent_env, settings.timeout, fork_server=server)
+                agent = ScenarioAgent(
+                    cwd, agent_env, settings.timeout, fork_server=server, confinement=confinement
+                )
             try:
                 for step in scenario.steps:
                     agent.run_step(step)

@@ -124,6 +124,10 @@ class SnapshotMeta(BaseModel):
     recording: Recording
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
     """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
+    max_delegation_depth: int | None = Field(default=None, ge=0)
+    """The deepest child the subagent tools may create (``DSH_MAX_DELEGATION_DEPTH``); unset
+    takes the loop profile's (upstream's tool-subagent ``maxDepth``, composed per agent
+    config: a scenario that records a refusal at a lower cap says so here)."""
     description: str | None = None
     expect: list[PromptExpectation] | None = None
     provenance: Provenance | None = None
