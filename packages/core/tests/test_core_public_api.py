@@ -125,6 +125,7 @@ _PUBLIC: dict[str, list[str]] = {
         "first_user_text",
         "header_change",
         "header_from_json",
+        "host_which",
         "is_loopback_url",
         "is_parallel_safe",
         "is_secret_name",

@@ -169,10 +169,12 @@ def test_the_probe_names_bubblewrap_and_how_to_get_it(monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("PATH", "/nonexistent")
     _sandbox._probe.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    _sandbox._bwrap.cache_clear()  # pyright: ignore[reportPrivateUsage]
     try:
         found = SandboxMechanisms.probe()
     finally:
         _sandbox._probe.cache_clear()  # pyright: ignore[reportPrivateUsage]
+        _sandbox._bwrap.cache_clear()  # pyright: ignore[reportPrivateUsage]
     assert found.bwrap_problem == (
         "bubblewrap: bwrap is not on PATH; install bubblewrap (Debian/Ubuntu: apt-get install "
         "bubblewrap)"

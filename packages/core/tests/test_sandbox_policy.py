@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolOutcome, ToolSandbox
+from dsh_core._sandbox import _bwrap, _perl
 from dsh_core.testing import processes_named, tool_context
 
 pytestmark = pytest.mark.anyio
@@ -201,6 +202,25 @@ print("connected")
     assert "Address family not supported by protocol" in printed
 
 
+_IO_URING_SETUP = """
+import ctypes, os
+params = ctypes.create_string_buffer(120)
+fd = ctypes.CDLL(None, use_errno=True).syscall(425, 4, params)
+print("fd" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_io_uring_does_not_exist_inside(sandbox: ToolSandbox, run_dir: Path) -> None:
+    # io_uring makes and connects a Unix socket without socket(2), past the filter's rule on
+    # it (red team F2): the filter must refuse io_uring itself.
+    unconfined = subprocess.run(
+        [PY, "-c", _IO_URING_SETUP], capture_output=True, text=True, check=True
+    )
+    if unconfined.stdout.strip() == os.strerror(38):
+        pytest.skip("this kernel has no io_uring")
+    assert _python(sandbox, _IO_URING_SETUP, run_dir) == f"{os.strerror(38)}\n"  # ENOSYS
+
+
 def test_tiocsti_types_nothing_into_a_terminal(sandbox: ToolSandbox, run_dir: Path) -> None:
     # The sandbox gets a terminal as stdin (a foreign agent may inherit one): TIOCSTI on it
     # must fail, and nothing may reach the terminal's reader.
@@ -318,3 +338,35 @@ def test_a_relative_cwd_is_the_run_folder(
         confined.close()
     assert (done.returncode, done.stdout.strip()) == (0, str(run_dir)), done.stderr
     assert (run_dir / "made.txt").read_text() == "x\n"
+
+
+# --- the launcher ----------------------------------------------------------------------------
+
+
+async def test_a_program_planted_in_the_run_never_starts_on_the_host(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relative PATH entry (`./node_modules/.bin`, common in a developer's shell) is resolved
+    # against the cwd a process starts in: the run's, which holds the scenario's workspace.
+    # bubblewrap and the supervisor must be found by absolute path, and bubblewrap must not
+    # start with the command's LD_LIBRARY_PATH (red team F1, p17).
+    ran = tmp_path / "planted-ran"
+    planted = run_dir / "bin"
+    planted.mkdir()
+    for name in ("bwrap", "perl", "env", "python3"):
+        (planted / name).write_text(f"#!/bin/sh\necho {name} >> {ran}\nexit 1\n")
+        (planted / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"bin:{os.environ.get('PATH', os.defpath)}")
+    _bwrap.cache_clear()
+    _perl.cache_clear()
+    try:
+        source = {"PATH": "bin::/usr/bin:/bin", "LD_LIBRARY_PATH": str(planted)}
+        settings = SandboxSettings(sandbox="strict", sandbox_network="deny")
+        tool = BashTool(sandbox=ToolSandbox(settings, source_env=source))
+        arguments = {"command": "/bin/echo ran", "description": "t"}
+        outcome = await tool.run(arguments, tool_context(run_dir, [tool]))
+    finally:
+        _bwrap.cache_clear()
+        _perl.cache_clear()
+    assert outcome == ToolOutcome("ran\n")
+    assert not ran.exists(), ran.read_text()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import time
@@ -376,6 +377,48 @@ def _ready_race(world: World) -> list[str]:
     return _replay(folder)
 
 
+def _network_asked(world: World) -> list[str]:
+    """A scripted record (the model is the scenario's own script) whose snapshot.yml asks for
+    the network: its command tries a listener on the host's loopback."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    world.notes["listener"] = listener
+    port = listener.getsockname()[1]
+    command = f"(echo hi > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo REACHED || echo no"
+    script = {"sessions": [[{"chunks": tool_call(command)}, {"chunks": said("done")}]]}
+    folder = world.box.scenario("network", {"model.script.json": json.dumps(script)})
+    (folder / "snapshot.yml").write_text(META + "bash_network: true\n")
+    return ["record", "--scripted", str(folder), "--timeout", "30"]
+
+
+def _listener_untouched(world: World) -> None:
+    listener: socket.socket = world.notes["listener"]
+    try:
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    log = (world.box.scenarios / "sdk" / "network" / "session.jsonl").read_text()
+    results = [
+        event["data"]["content"][0]["text"]
+        for event in map(json.loads, log.splitlines())
+        if event["type"] == "tool/result"
+    ]
+    assert results == ["no\n"]  # the command ran, and had no network
+
+
+def _pinned_server_store(world: World) -> list[str]:
+    folder = world.box.scenario("pinned")
+    pinned = META.replace("persistence: jsonl", "persistence: postgres")
+    (folder / "snapshot.yml").write_text(pinned)
+    assert world.env is not None
+    # Where a server would be, were the gate to go there: a socket directory of our own.
+    world.env.setenv("DSH_POSTGRES_DSN", f"host={world.box.sentinel / 'dir'} dbname=x")
+    return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
+
+
 def _markup_profile(world: World) -> list[str]:
     folder = world.box.scenario("markup")
     (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
@@ -535,6 +578,30 @@ CASES = [
         expect=("[/red]evil",),
     ),
     Case(
+        "launcher-base-url-env-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
+        "launcher-base-url-env-ld-library-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: LD_LIBRARY_PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
+        "network-asked-by-a-scenario-is-not-given-in-scripted-record",
+        _network_asked,
+        code=0,
+        check=_listener_untouched,
+    ),
+    Case(
+        "store-a-server-pinned-by-a-scenario-is-not-reached",
+        _pinned_server_store,
+        expect=("pins the server store 'postgres'", "--persistence postgres", "not run"),
+        code=1,
+    ),
+    Case(
         "yaml-error-never-quotes-the-line",
         _yaml_error,
         expect=("snapshot.yml", "invalid YAML at line 7"),
@@ -615,6 +682,9 @@ def test_the_catalogue_covers_every_class() -> None:
         "pending",
         "discovery",
         "readyfile",
+        "launcher",
+        "network",
+        "store",
         "snapshot-yml",
         "report",
         "show",

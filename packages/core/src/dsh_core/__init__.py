@@ -140,6 +140,7 @@ from dsh_core._sandbox import (
     SandboxSettings,
     SandboxUnavailableError,
     ToolSandbox,
+    host_which,
     is_secret_name,
     tool_environment,
 )
@@ -343,6 +344,7 @@ __all__ = [
     "SandboxUnavailableError",
     "ToolSandbox",
     "confine_process",
+    "host_which",
     "is_secret_name",
     "prepare_process_confinement",
     "tool_environment",

@@ -54,6 +54,7 @@ __all__ = [
     "SandboxSettings",
     "SandboxUnavailableError",
     "ToolSandbox",
+    "host_which",
     "is_secret_name",
     "tool_environment",
 ]
@@ -96,6 +97,7 @@ ENABLE_USERNS_HINT = (
     "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; see README, 'The sandbox')"
 )
 INSTALL_BWRAP_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+_LAUNCHER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 _INIT = Path(__file__).with_name("_sandbox_init.py")
 _INIT_PERL = _INIT.with_suffix(".pl")
 Supervisor = Literal["auto", "perl", "python"]
@@ -202,7 +204,8 @@ class ConfinedCommand:
 
     Attributes:
         argv: bubblewrap's command line (or the bare command when unconfined).
-        env: the environment to start it with.
+        env: the environment to start it with: bubblewrap's own fixed one when confined (the
+            command's reaches it through ``--setenv``), the command's when unconfined.
         pass_fds: the descriptors it must inherit; :meth:`started` closes the parent's copies.
         supervised: whether a supervisor inside the sandbox reports the command's own wait
             status and relays signals (:meth:`signal`, :meth:`wait_status`).
@@ -397,6 +400,10 @@ class ToolSandbox:
         # would bind over the hidden /tmp itself (and the read-only remount then fails).
         cwd = os.path.abspath(cwd)
         chdir = os.path.join(cwd, chdir) if chdir else cwd
+        # Bubblewrap itself starts with a fixed environment: the command's (and anything a
+        # scenario put in it, such as LD_LIBRARY_PATH) reaches the command only through
+        # --clearenv/--setenv, never the loader or libraries of the launcher on the host.
+        command.env = dict(_LAUNCHER_ENV)
         command.argv = [
             *bwrap_options(
                 cwd=cwd,
@@ -439,11 +446,30 @@ class ToolSandbox:
             print(f"dsh: sandbox incomplete, running without {what}", file=sys.stderr)
 
 
+def host_which(name: str, path: str | None = None) -> str | None:
+    """Where the program ``name`` is, looked up in the absolute entries of ``PATH`` only.
+
+    A relative entry (``./node_modules/.bin``, an empty one meaning ``.``) would be resolved
+    against whatever the current directory is when a process starts, and the gate starts
+    programs in a run's cwd, which holds the scenario's ``workspace/``: a program found there
+    would be the pull request's, running on the host. Returns the resolved absolute path.
+    """
+    entries = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+    absolute = os.pathsep.join(entry for entry in entries if os.path.isabs(entry))
+    found = shutil.which(name, path=absolute)
+    return os.path.realpath(found) if found else None
+
+
 @functools.cache
 def _perl() -> str | None:
     """Where perl is (resolved, so the path is the same inside), ``None`` when it is not."""
-    found = shutil.which("perl")
-    return os.path.realpath(found) if found else None
+    return host_which("perl")
+
+
+@functools.cache
+def _bwrap() -> str | None:
+    """Where bubblewrap is (absolute, looked up once; see :func:`host_which`)."""
+    return host_which("bwrap")
 
 
 def _interpreter_paths() -> list[str]:
@@ -490,7 +516,7 @@ def bwrap_options(
 ) -> list[str]:
     """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``."""
     options = [
-        "bwrap",
+        _bwrap() or "bwrap",
         "--die-with-parent",
         "--new-session",
         "--unshare-user",
@@ -543,7 +569,7 @@ def _probe() -> SandboxMechanisms:
         seccomp_problem = f"the seccomp filter ({exc})"
     if not sys.platform.startswith("linux"):
         return SandboxMechanisms(f"bubblewrap (Linux only, not {sys.platform})", seccomp_problem)
-    if shutil.which("bwrap") is None:
+    if _bwrap() is None:
         return SandboxMechanisms(f"bubblewrap: bwrap is not on PATH; {INSTALL_BWRAP_HINT}")
     with tempfile.TemporaryDirectory(prefix="dsh-probe-") as scratch:
         options = bwrap_options(
@@ -552,6 +578,7 @@ def _probe() -> SandboxMechanisms:
         try:
             done = subprocess.run(
                 [*options, "--", "true"],
+                env=_LAUNCHER_ENV,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

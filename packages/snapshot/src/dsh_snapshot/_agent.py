@@ -9,14 +9,13 @@ everything the agent does wrong.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh_acp_agent import AgentForkServer, testing
-from dsh_core import ProcessConfinement
+from dsh_core import ProcessConfinement, host_which
 from dsh_snapshot._scenario import Step
 from dsh_snapshot._steps import OPS, AgentError
 
@@ -35,7 +34,8 @@ def agent_command() -> list[str]:
     script = Path(sys.executable).with_name("dsh-acp-agent")
     if script.is_file():
         return [str(script)]
-    found = shutil.which("dsh-acp-agent")
+    # Absolute PATH entries only: a relative one would find a program in the run's cwd.
+    found = host_which("dsh-acp-agent")
     if found:
         return [found]
     return [sys.executable, "-m", "dsh_acp_agent"]

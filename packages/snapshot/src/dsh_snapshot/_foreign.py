@@ -54,7 +54,7 @@ from dsh_core import (
 )
 from dsh_llm_proxy import ProxyHub, ProxyRoute, Scrub, open_store, recorded_logs, shared_hub
 from dsh_snapshot._agent import AgentError, ScenarioAgent
-from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
+from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_base_url_env
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
@@ -110,6 +110,7 @@ class ForeignAgent:
             raise ValueError(f"--agent {command!r}: {exc}") from None
         checked: list[str] = _validated(AgentArgv, argv, f"--agent {command!r}")
         name: str = _validated(EnvName, base_url_env, f"--agent-base-url-env {base_url_env!r}")
+        check_base_url_env(name)
         return cls(tuple(checked), name, from_user=True)
 
     def argv(self, scenario: Path) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ProcessConfinement, ScenarioFiles
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend, store_run
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, PluginError, store_backend, store_run
 from dsh_llm_replay import (
     NotConsumedError,
     OverrideError,
@@ -66,6 +66,10 @@ from dsh_snapshot._scenario import AllowEntry, Scenario, ScenarioError
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
+
+BASH_NETWORK_ENV = "DSH_BASH_NETWORK"
+"""Set to ``1`` by the user for a live ``record`` to give the network to the commands of
+scenarios whose ``snapshot.yml`` asks for it (``bash_network: true``)."""
 
 __all__ = [
     "ScenarioResult",
@@ -337,6 +341,15 @@ def run_scenario(
     return result
 
 
+def _unrequested_server_store(name: str, settings: SnapshotSettings) -> bool:
+    if name in settings.persistences:
+        return False
+    try:
+        return not store_backend(name).embedded
+    except PluginError:
+        return False  # an unknown backend fails where it is opened, naming itself
+
+
 def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
     """Record modes: check ``expect:`` of ``snapshot.yml``; a miss writes nothing."""
     if scenario.meta is None or not scenario.meta.expect:
@@ -361,6 +374,14 @@ def _run(
     findings = scan_folder(scenario.path, allowlist, literals, timeout=settings.timeout)
     if findings:
         result.failures.extend(f"key scan: {f}" for f in findings)
+        return
+    if _unrequested_server_store(result.persistence, settings):
+        # snapshot.yml may pin a store, but a server is a host resource the user points the
+        # gate at, never a pull request: a server store runs only when asked for.
+        result.failures.append(
+            f"snapshot.yml pins the server store {result.persistence!r}, which the gate "
+            f"reaches only when asked for (--persistence {result.persistence}): not run"
+        )
         return
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
     # What the run stored goes with it, wherever its store keeps it (a server store's
@@ -387,9 +408,17 @@ def _run(
         if scenario.meta is not None and scenario.meta.max_delegation_depth is not None:
             env["DSH_MAX_DELEGATION_DEPTH"] = str(scenario.meta.max_delegation_depth)
         replaying = settings.replaying or scenario.authored
-        # Recorded commands run confined and without network, in every mode; a live recording
-        # gives them the network only when snapshot.yml says bash_network: true.
-        network = not replaying and scenario.meta is not None and scenario.meta.bash_network
+        # Recorded commands run confined and without network, in every mode. The network is
+        # the user's to give, never a scenario's (a pull request writes snapshot.yml): only a
+        # live `record` run with DSH_BASH_NETWORK=1 gives it, to the scenarios that ask for it
+        # (bash_network: true). A scripted record (the model is the scenario's own script)
+        # never does.
+        network = (
+            settings.mode == "record"
+            and scenario.meta is not None
+            and scenario.meta.bash_network
+            and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
+        )
         sandbox_mode: Literal["strict", "warn"] = (
             "strict" if os.environ.get("CI") == "true" else "warn"
         )

@@ -39,7 +39,13 @@ from dsh_core import (
     read_log,
 )
 from dsh_llm_replay import ReplayError, load_override
-from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_agent_env
+from dsh_snapshot._agentspec import (
+    DEFAULT_BASE_URL_ENV,
+    AgentArgv,
+    EnvName,
+    check_agent_env,
+    check_base_url_env,
+)
 from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._fsafe import ConfinedPathError, read_text
@@ -141,9 +147,9 @@ class SnapshotMeta(BaseModel):
     """Fixed variables ``agent`` needs (a placeholder key its SDK insists on); start-up hooks
     (``LD_*``, ``PYTHON*``, ``NODE_OPTIONS``, ``BASH_ENV``, ``GIT_*``…) are refused."""
     bash_network: bool = False
-    """``record`` only: the agent's ``bash`` commands may reach the network while recording
-    (replay and refresh never give them any). Off by default: a command a model asked for has
-    no network unless the scenario says so here, visibly."""
+    """Live ``record`` only, and only when the user also sets ``DSH_BASH_NETWORK=1``: the
+    agent's ``bash`` commands may reach the network while recording. A scenario asks; the
+    user decides (replay, refresh and scripted record never give it)."""
     scrub: tuple[Scrubber, ...] = ()
     """User scrubbers, regex → placeholder (see :mod:`dsh_snapshot._determinism`)."""
     ignore_fields: tuple[FieldPath, ...] = ()
@@ -170,6 +176,8 @@ class SnapshotMeta(BaseModel):
             raise ValueError(f"{info.field_name} is set but agent is not: it configures agent only")
         if info.field_name == "agent_env":
             check_agent_env(info.data.get("agent_base_url_env") or DEFAULT_BASE_URL_ENV, value)
+        elif value is not None:
+            check_base_url_env(value)
         return value
 
 
