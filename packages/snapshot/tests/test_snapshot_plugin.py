@@ -155,9 +155,12 @@ def test_the_plugin_runs_each_item_through_the_engine(
     inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     scenario_copy("text-turn")
-    (tmp_path / "conftest.py").write_text(textwrap.dedent(_SPY_CONFTEST))
+    # A plugin named with -p, not a conftest.py: with --dsh-snapshots no conftest is loaded.
+    (tmp_path / "engine_spy.py").write_text(textwrap.dedent(_SPY_CONFTEST))
     env = {k: v for k, v in os.environ.items() if k != COLD_ENV}
-    proc = inner_pytest(tmp_path, "--dsh-snapshots", "sdk", "--dsh-timeout", "30", env=env)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    args = ("-p", "engine_spy", "--dsh-snapshots", "sdk", "--dsh-timeout", "30")
+    proc = inner_pytest(tmp_path, *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [
         json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()

@@ -59,6 +59,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # A scenario tree arrives in a pull request: a conftest.py anywhere in it would be
+    # imported into this process, unconfined, during collection (red team F9). The gate needs
+    # none, so with --dsh-snapshots none is ever loaded (as --noconftest).
+    namespace = early_config.known_args_namespace
+    if getattr(namespace, "dsh_snapshots", False):
+        namespace.noconftest = True
+
+
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not parent.config.getoption("dsh_snapshots"):
         return None
@@ -69,8 +79,28 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def _inifile_in_the_tree(config: pytest.Config) -> Path | None:
+    """The configuration file pytest found by itself inside a scenario path it was given (a
+    ``snapshots/pytest.ini`` of a pull request, whose ``addopts`` could deselect a failing
+    scenario: red team F13), or ``None``; a file named with ``-c`` is the user's choice."""
+    inipath = config.inipath
+    if inipath is None or config.option.inifilename:
+        return None
+    for arg in config.args:
+        root = Path(arg).resolve()
+        if root.is_dir() and root in inipath.resolve().parents:
+            return inipath
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dsh_snapshots"):
+        found = _inifile_in_the_tree(config)
+        if found is not None:
+            raise pytest.UsageError(
+                f"pytest took its configuration from {found}, a file inside the scenario tree "
+                "(which a pull request controls): name the project's own with -c"
+            )
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
