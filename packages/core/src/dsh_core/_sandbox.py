@@ -66,7 +66,9 @@ NetworkMode = Literal["allow", "deny"]
 
 _PASSED_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ"})
 _PASSED_PREFIXES = ("LC_",)
-_NEVER_PREFIXES = ("DEEPSEEK_", "DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
+# Ours and the clouds' / CI's; every installed model provider's prefix joins them
+# (_provider_names): no vendor is named here.
+_NEVER_PREFIXES = ("DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
 # Names that look like they hold a credential, wherever the word sits in the name.
 _SECRET_WORDS = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
@@ -127,11 +129,26 @@ class SandboxSettings(BaseSettings):
         return tuple(name.strip() for name in self.tool_env_allow.split(",") if name.strip())
 
 
+@functools.cache
+def _provider_names() -> tuple[tuple[str, ...], frozenset[str]]:
+    """Every installed model provider's ``env_prefix`` and secret variables (``dsh.models``)."""
+    from dsh_core import plugins  # noqa: PLC0415 - plugins imports the session layer
+
+    prefixes = tuple(p.upper() for p in plugins.model_env_prefixes())
+    return prefixes, frozenset(n.upper() for n in plugins.secret_env_names())
+
+
 def is_secret_name(name: str) -> bool:
-    """Whether a variable may hold a secret: a provider's or CI's prefix (``DEEPSEEK_*``,
-    ``DSH_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``) or a name
-    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH… (any case)."""
-    return name.upper().startswith(_NEVER_PREFIXES) or bool(_SECRET_WORDS.search(name))
+    """Whether a variable may hold a secret: ours, a cloud's or CI's prefix (``DSH_*``,
+    ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``), any installed model
+    provider's prefix or secret variable (``dsh_core.plugins.model_env_prefixes``,
+    ``secret_env_names``), or a name containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL,
+    AUTH… (any case)."""
+    upper = name.upper()
+    if upper.startswith(_NEVER_PREFIXES) or _SECRET_WORDS.search(name):
+        return True
+    prefixes, secrets = _provider_names()
+    return upper.startswith(prefixes) or upper in secrets
 
 
 def tool_environment(

@@ -136,7 +136,7 @@ def check_step_paths(scenario: Scenario, cwd: Path) -> None:
             ``[i].readyFile``.
     """
     root = cwd.resolve()
-    input_file = scenario.path / "input.json"
+    input_file = scenario.files.input
     for index, step in enumerate(scenario.steps):
         for field, value in step_paths(step):
             _check_in_cwd(root, value, input_file, f"steps.{index}.{field}")

@@ -72,7 +72,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not parent.config.getoption("dsh_snapshots"):
         return None
-    if (path / "input.json").is_file():
+    from dsh_core import ScenarioFiles  # noqa: PLC0415 - keep the plugin inert and cheap
+
+    if ScenarioFiles(path).input.is_file():
         return ScenarioFolder.from_parent(parent, path=path)  # pyright: ignore[reportUnknownMemberType]
     return None
 
