@@ -181,7 +181,14 @@ class ScenarioFolder(pytest.Directory):
     """A scenario folder; yields one :class:`ScenarioItem` per store backend."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        from dsh_snapshot._safeout import escape_controls  # noqa: PLC0415 - keep the plugin inert and cheap
         from dsh_snapshot._scenario import load_scenario  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        if escape_controls(str(self.path)) != str(self.path):
+            raise pytest.UsageError(
+                f"scenario folder {escape_controls(str(self.path))}: its name holds control "
+                "or format characters a terminal would act on; rename it"
+            )
 
         scenario = load_scenario(self.path)
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
@@ -204,7 +211,9 @@ class ScenarioFolder(pytest.Directory):
                 )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
-                name=f"{scenario.name}[{persistence}]",
+                # pytest prints item names raw (failure headers, the summary): a profile from
+                # snapshot.yml could retitle or clear the terminal (red team F12).
+                name=escape_controls(f"{scenario.name}[{persistence}]"),
                 scenario=scenario,
                 persistence=persistence,
                 mode=mode,
