@@ -178,7 +178,10 @@ def snapshot(session: nox.Session) -> None:
     sync(session, "test")
     if "--splits" in session.posargs:
         # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
-        gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        # -c/--rootdir: pytest must not take its configuration from a pytest.ini a PR planted
+        # under snapshots/ (it would search there first, the args' common folder).
+        pin = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT)]
+        gate = [*pin, "--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
         session.run("pytest", *gate, *session.posargs)
     else:
         report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]
