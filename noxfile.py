@@ -178,10 +178,10 @@ def snapshot(session: nox.Session) -> None:
     sync(session, "test")
     if "--splits" in session.posargs:
         # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
-        # -c/--rootdir: pytest must not take its configuration from a pytest.ini a PR planted
-        # under snapshots/ (it would search there first, the args' common folder).
-        pin = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT)]
-        gate = [*pin, "--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        # The project's configuration, never one found in the scenario tree (a pull request's
+        # snapshots/pytest.ini could deselect a failing scenario or load a plugin of its own).
+        gate = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), *gate]
         session.run("pytest", *gate, *session.posargs)
     else:
         report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]

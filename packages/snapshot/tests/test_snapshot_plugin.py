@@ -123,7 +123,7 @@ def test_committed_gate_shards_cover_every_scenario_once() -> None:
     assert len(set(one) & set(two)) == 0
 
 
-_SPY_PLUGIN = """
+_SPY_CONFTEST = """
     import json
     from pathlib import Path
 
@@ -156,10 +156,10 @@ def test_the_plugin_runs_each_item_through_the_engine(
     inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     scenario_copy("text-turn")
-    # A gate run imports no conftest.py (the tree is a PR's), so the spy is a -p plugin.
-    (tmp_path / "engine_spy.py").write_text(textwrap.dedent(_SPY_PLUGIN))
+    # A plugin named with -p, not a conftest.py: with --dsh-snapshots no conftest is loaded.
+    (tmp_path / "engine_spy.py").write_text(textwrap.dedent(_SPY_CONFTEST))
     env = {k: v for k, v in os.environ.items() if k != COLD_ENV}
-    env["PYTHONPATH"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     args = ("-p", "engine_spy", "--dsh-snapshots", "sdk", "--dsh-timeout", "30")
     proc = inner_pytest(tmp_path, *args, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -234,30 +234,6 @@ def test_an_input_json_that_is_not_a_file_fails_collection(
     proc = inner_pytest(tree, "--collect-only", "-q", "--dsh-snapshots", "snapshots")
     assert proc.returncode not in (0, 5), proc.stdout
     assert "snapshots/sdk/broken" in proc.stdout + proc.stderr
-
-
-def test_a_pytest_ini_planted_in_the_tree_is_refused(tree: Path) -> None:
-    (tree / "snapshots" / "pytest.ini").write_text('[pytest]\naddopts = -k "not cancel"\n')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "--collect-only",
-            "-q",
-            "--dsh-snapshots",
-            "snapshots",
-        ],  # no -c: pytest searches from snapshots/ up
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert f"{tree / 'snapshots' / 'pytest.ini'}: pytest took its configuration" in proc.stderr
-    assert "-c pyproject.toml" in proc.stderr
 
 
 def test_item_names_from_scenario_data_are_escaped(tree: Path, collect: Collect) -> None:

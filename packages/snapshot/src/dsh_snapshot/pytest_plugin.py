@@ -77,13 +77,32 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     return tree.collector(path, parent)
 
 
+def _inifile_in_the_tree(config: pytest.Config) -> Path | None:
+    """The configuration file pytest found by itself inside a scenario path it was given (a
+    ``snapshots/pytest.ini`` of a pull request, whose ``addopts`` could deselect a failing
+    scenario: red team F13), or ``None``; a file named with ``-c`` is the user's choice."""
+    inipath = config.inipath
+    if inipath is None or config.option.inifilename:
+        return None
+    for arg in config.args:
+        root = Path(arg).resolve()
+        if root.is_dir() and root in inipath.resolve().parents:
+            return inipath
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dsh_snapshots"):
+        found = _inifile_in_the_tree(config)
+        if found is not None:
+            raise pytest.UsageError(
+                f"pytest took its configuration from {found}, a file inside the scenario tree "
+                "(which a pull request controls): name the project's own with -c"
+            )
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
         roots = _ScenarioRoots(config)
-        roots.refuse_planted_config(config)
         config.pluginmanager.register(roots, _TREE)
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
         if config.getoption("dsh_composition") is not None:
@@ -120,17 +139,6 @@ class _ScenarioRoots:
 
             self._scenarios = {f.resolve() for root in self.roots for f in scenario_folders(root)}
         return self._scenarios
-
-    def refuse_planted_config(self, config: pytest.Config) -> None:
-        """A configuration file pytest found by itself inside the tree is the PR's, not yours."""
-        inipath = config.inipath
-        if inipath is None or config.option.inifilename is not None:
-            return  # none, or named on the command line by whoever runs the gate
-        if any(inipath.resolve().is_relative_to(root) for root in self.roots):
-            raise pytest.UsageError(
-                f"{inipath}: pytest took its configuration from inside the scenario tree, "
-                "which a pull request controls; name yours with -c (e.g. -c pyproject.toml)"
-            )
 
     def collector(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         """This plugin's collector for a folder at, below or on the way to a root (else None)."""
