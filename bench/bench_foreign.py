@@ -36,7 +36,7 @@ import json, resource, sys, tempfile
 from pathlib import Path
 from dsh_scripted_server import ScriptedModelServer, load_script_file
 from dsh_snapshot import load_scenario
-from dsh_snapshot._agent import AgentProcess
+from dsh_snapshot._agent import ScenarioAgent
 scenario = load_scenario(Path(sys.argv[1]))
 runs = int(sys.argv[2])
 cpu = []
@@ -50,7 +50,7 @@ with ScriptedModelServer(router=lambda body: (answers.pop(0), None)) as server:
                "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "placeholder"}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         command = [sys.executable, str(scenario.path / "agent.py")]
-        with AgentProcess(tmp, env, 60.0, command=command) as agent:
+        with ScenarioAgent(tmp, env, 60.0, command=command) as agent:
             for step in scenario.steps:
                 agent.run_step(step)
             code = agent.finish()

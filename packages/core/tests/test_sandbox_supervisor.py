@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolOutcome, ToolSandbox
-from dsh_core._sandbox import Supervisor, _perl
+from dsh_core._sandbox import Supervisor, _bwrap, _perl
 from dsh_core.testing import tool_context
 
 pytestmark = pytest.mark.anyio
@@ -115,6 +115,7 @@ def test_a_command_that_cannot_start_is_127_with_a_line(kind: Supervisor, tmp_pa
 def test_asking_for_perl_where_there_is_none_is_a_one_line_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _bwrap()  # looked up with the real PATH (cached), as a run would have it
     _perl.cache_clear()
     monkeypatch.setenv("PATH", str(tmp_path))
     try:

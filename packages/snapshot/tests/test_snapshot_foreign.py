@@ -81,6 +81,13 @@ def _unrecorded_copy(tmp_path: Path) -> Path:
         ("agent: ['{python}', '{scenario}/{name}.py']\n", "agent.1", "unknown placeholder {name}"),
         ("agent: [x]\nagent_base_url_env: 1BASE\n", "agent_base_url_env", "should match"),
         ("agent: [x]\nagent_base_url_env: [A]\n", "agent_base_url_env", "valid string"),
+        # The gate sets it to the proxy's URL: in PATH or LD_LIBRARY_PATH its first part
+        # (`http`) is a folder of the run's cwd, the scenario's workspace (red team F1).
+        ("agent: [x]\nagent_base_url_env: PATH\n", "agent_base_url_env", "not a base-URL"),
+        ("agent: [x]\nagent_base_url_env: LD_LIBRARY_PATH\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: PYTHONPATH\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: BASH_ENV\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: SOME_NAME\n", "agent_base_url_env", "base-URL"),
         ("agent_base_url_env: URL\n", "agent_base_url_env", "agent_base_url_env is set but agent"),
         ("agent_env: {A: b}\n", "agent_env", "agent_env is set but agent is not"),
         ("agent: [x]\nagent_env: {OPENAI_BASE_URL: u}\n", "agent_env", "sets OPENAI_BASE_URL"),
