@@ -118,15 +118,17 @@ class ProxyServer:
         api_key_env: str | None = None,
         port: int = 0,
         scrub: Scrub | None = None,
+        api_key: str | None = None,
     ) -> ProxyServer:
         """A recording proxy writing into ``root``, each event through ``scrub`` first.
+        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only.
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
         """
         default_upstream, default_key_env = upstream_defaults()
         upstream = upstream or default_upstream
-        key = api_key_from_env(api_key_env or default_key_env)
+        key = api_key or api_key_from_env(api_key_env or default_key_env)
         opened = open_store(Path(root), store)
         existing = len(opened.list_sessions())
         if existing:
@@ -140,14 +142,25 @@ class ProxyServer:
         return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
 
     @classmethod
-    def replay(cls, root: Path | str, *, port: int = 0, scrub: Scrub | None = None) -> ProxyServer:
+    def replay(
+        cls,
+        root: Path | str,
+        *,
+        port: int = 0,
+        scrub: Scrub | None = None,
+        accept_drift: bool = False,
+    ) -> ProxyServer:
         """A keyless proxy answering from the recording in ``root``; ``scrub`` applies to both
-        sides of each request comparison and puts its literals back into the answers."""
+        sides of each request comparison and puts its literals back into the answers. With
+        ``accept_drift`` a changed request gets its recorded answer instead of HTTP 422 (the
+        difference is kept in ``engine.accepted``)."""
         recording = load_recording(root)
         # The engine compares each call's header itself: the client never sees the request's
         # model, system prompt or tools (the wire's, not a ModelRequest's).
         client = ReplayModelClient(recording.scripts, check_headers=False)
-        engine = ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub())
+        engine = ReplayEngine(
+            client, recording.models, recording.inputs, scrub or Scrub(), accept_drift
+        )
         return cls(engine, None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
