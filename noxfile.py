@@ -7,6 +7,7 @@ uv never downloads an interpreter: the machines carry Python 3.11 and nothing el
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -179,6 +180,9 @@ def snapshot(session: nox.Session) -> None:
     if "--splits" in session.posargs:
         # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
         gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        # The project's configuration, never one found in the scenario tree (a pull request's
+        # snapshots/pytest.ini could deselect a failing scenario or load a plugin of its own).
+        gate = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), *gate]
         session.run("pytest", *gate, *session.posargs)
     else:
         report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]
@@ -247,6 +251,65 @@ def compat(session: nox.Session) -> None:
     """Replay the upstream TypeScript recordings through our agent and print the table."""
     sync(session, "test")
     session.run("python", "tools/compat.py", *session.posargs)
+
+
+def _upstream_src() -> pathlib.Path | None:
+    """``$DSH_UPSTREAM_SRC``, else ``shared/upstream-src`` beside an ancestor of the checkout."""
+    configured = os.environ.get("DSH_UPSTREAM_SRC")
+    if configured:
+        return pathlib.Path(configured)
+    for parent in ROOT.resolve().parents:
+        if (parent / "shared" / "upstream-src").is_dir():
+            return parent / "shared" / "upstream-src"
+    return None
+
+
+@nox.session(python=PYTHON)
+def upstream_harness(session: nox.Session) -> None:
+    """Our exported scenarios through upstream's own June ACP snapshot harness (node, tsx)."""
+    # `-- SCENARIO…` narrows it. Needs node >= 20.6 and npm (pins:
+    # tools/upstream_harness/package-lock.json) and upstream's sources (../shared/upstream-src
+    # or DSH_UPSTREAM_SRC); without them it skips saying which, except under CI=true: it fails.
+    src = _upstream_src()
+    node, npm = shutil.which("node"), shutil.which("npm")
+    missing = [
+        what
+        for what, found in (("upstream's sources", src), ("node", node), ("npm", npm))
+        if found is None
+    ]
+    if missing:
+        message = f"upstream_harness: no {', no '.join(missing)} (see tools/upstream_harness)"
+        if os.environ.get("CI", "").lower() == "true":
+            session.error(message)
+        session.skip(message)
+    assert src is not None
+    assert node is not None
+    assert npm is not None
+    sync(session, "test")
+    stage = ROOT / "build" / "upstream-harness"
+    session.run(
+        "python", "tools/upstream_harness/stage.py", "--upstream-src", str(src),
+        "--stage", str(stage), *session.posargs,
+    )  # fmt: skip
+    agent = pathlib.Path(session.bin) / "dsh-acp-agent"
+    sandbox = "strict" if os.environ.get("CI", "").lower() == "true" else "warn"
+    env = {
+        "DSH_UPSTREAM_HARNESS_AGENT": json.dumps([str(agent)]),
+        "DSH_SANDBOX": sandbox,
+        "DSH_SANDBOX_NETWORK": "deny",
+    }
+    with session.chdir(stage):
+        # npm ci (exactly the lock; esbuild's binary comes from its platform package, so no
+        # install script runs) only when the lock changed since the last install here.
+        digest = hashlib.sha256((stage / "package-lock.json").read_bytes()).hexdigest()
+        stamp = stage / "node_modules" / ".dsh-lock-sha256"
+        if not stamp.is_file() or stamp.read_text() != digest:
+            npm_env = {"npm_config_update_notifier": "false"}
+            session.run(
+                npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", external=True, env=npm_env
+            )
+            stamp.write_text(digest)
+        session.run(node, "--import", "tsx", "run.ts", "manifest.json", external=True, env=env)
 
 
 @nox.session(python=PYTHON)

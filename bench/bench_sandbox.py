@@ -2,9 +2,10 @@
 
 A ``bash`` tool call of ``true`` through :class:`dsh_core.BashTool`, unconfined
 (``DSH_SANDBOX=off``: the allow-listed environment only) and sandboxed (bubblewrap, the
-seccomp filter and the in-sandbox supervisor), interleaved, wall-clock median of the runs; then
-what a run pays once: the probe (one bubblewrap start, cached per process) and the seccomp
-filter (built once by libseccomp).
+seccomp filter and the in-sandbox supervisor: perl's, the default where perl exists, and the
+Python one it replaced), interleaved, wall-clock median of the runs; then what a run pays
+once: the probe (one bubblewrap start, cached per process) and the seccomp filter (built once
+by libseccomp).
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import time
 from pathlib import Path
 
 from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolSandbox
-from dsh_core._sandbox import _probe  # pyright: ignore[reportPrivateUsage]
+from dsh_core._sandbox import (  # pyright: ignore[reportPrivateUsage]
+    Supervisor,  # pyright: ignore[reportPrivateUsage]
+    _perl,
+    _probe,
+)
 from dsh_core._seccomp import seccomp_program
 from dsh_core.testing import tool_context
 
@@ -30,19 +35,22 @@ async def _timed(tool: BashTool, cwd: Path) -> float:
     return elapsed
 
 
-async def _commands(runs: int, cwd: Path) -> tuple[list[float], list[float]]:
-    off = BashTool(sandbox=ToolSandbox(SandboxSettings(sandbox="off")))
-    strict = BashTool(
-        sandbox=ToolSandbox(SandboxSettings(sandbox="strict", sandbox_network="deny"))
-    )
-    await _timed(off, cwd)  # warm-up: page cache, the probe
-    await _timed(strict, cwd)
-    plain: list[float] = []
-    boxed: list[float] = []
+async def _commands(runs: int, cwd: Path) -> dict[str, list[float]]:
+    def strict(supervisor: Supervisor) -> BashTool:
+        settings = SandboxSettings(sandbox="strict", sandbox_network="deny")
+        return BashTool(sandbox=ToolSandbox(settings, supervisor=supervisor))
+
+    tools = {"off": BashTool(sandbox=ToolSandbox(SandboxSettings(sandbox="off")))}
+    tools["python"] = strict("python")
+    if _perl() is not None:
+        tools["perl"] = strict("perl")
+    for tool in tools.values():
+        await _timed(tool, cwd)  # warm-up: page cache, the probe
+    times: dict[str, list[float]] = {name: [] for name in tools}
     for _ in range(runs):
-        plain.append(await _timed(off, cwd))
-        boxed.append(await _timed(strict, cwd))
-    return plain, boxed
+        for name, tool in tools.items():
+            times[name].append(await _timed(tool, cwd))
+    return times
 
 
 def run(quick: bool) -> str:
@@ -60,9 +68,16 @@ def run(quick: bool) -> str:
     seccomp_program()
     seccomp_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory(prefix="dsh-bench-sandbox-") as scratch:
-        plain, boxed = asyncio.run(_commands(runs, Path(scratch)))
-    off_ms = statistics.median(plain) * 1000
-    on_ms = statistics.median(boxed) * 1000
+        times = asyncio.run(_commands(runs, Path(scratch)))
+    ms = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    rows = [f"| `bash -c true`, unconfined (`DSH_SANDBOX=off`) | {ms['off']:.1f} | {runs} |"]
+    labels = {"python": "Python supervisor (before)", "perl": "perl supervisor (now)"}
+    for name in ("python", "perl"):
+        if name in ms:
+            rows.append(f"| `bash -c true`, sandboxed, {labels[name]} | {ms[name]:.1f} | {runs} |")
+            rows.append(
+                f"| **cost per command**, {labels[name]} | **{ms[name] - ms['off']:.1f}** | |"
+            )
     return "\n".join(
         [
             "## Sandbox (`bench/bench_sandbox.py`)",
@@ -71,9 +86,7 @@ def run(quick: bool) -> str:
             "",
             "| what | median ms | runs |",
             "|---|---:|---:|",
-            f"| `bash -c true`, unconfined (`DSH_SANDBOX=off`) | {off_ms:.1f} | {runs} |",
-            f"| `bash -c true`, sandboxed (strict, no network) | {on_ms:.1f} | {runs} |",
-            f"| **cost per command** | **{on_ms - off_ms:.1f}** | |",
+            *rows,
             f"| once per run: the probe (one bubblewrap start) | {probe_s * 1000:.1f} | 1 |",
             f"| once per run: the seccomp filter (libseccomp) | {seccomp_s * 1000:.1f} | 1 |",
             "",

@@ -177,8 +177,9 @@ def test_acp_drop_mid_stream_is_an_error_turn(
         assert set(failed.value.error) == {"code", "message"}
         # The session is still usable after the failed turn.
         assert agent.prompt(session_id, "again") == {"stopReason": "end_turn"}
-        # A reply cut by the output token limit ends the turn with max_tokens.
-        assert agent.prompt(session_id, "long answer") == {"stopReason": "max_tokens"}
+        # A reply cut by the output token limit: head's bridge (the default profile) settles
+        # it as ordinary quiescence, end_turn; the turn/end below still says max-tokens.
+        assert agent.prompt(session_id, "long answer") == {"stopReason": "end_turn"}
         agent_run.finish(agent)
     texts = [u["content"]["text"] for u in agent.updates(session_id)]
     assert texts == ["part0 ", "part1 ", "RECOVERED", "TRUNCATED"]
@@ -270,3 +271,33 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
         assert key.encode() not in blob
     # The agent itself had the key and used it: only its tools were kept from it.
     assert [r.authorized for r in model_server.requests] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("profile", "stop_reason", "header_depth"),
+    [("june", "max_tokens", None), ("current", "end_turn", 0)],
+)
+def test_acp_profile_decides_max_tokens_stop_and_top_level_depth(
+    agent_run: AgentRun,
+    model_server: ScriptedModelServer,
+    profile: str,
+    stop_reason: str,
+    header_depth: int | None,
+) -> None:
+    """June's bridge reports a max-tokens turn as ``max_tokens`` and its primaries carry no
+    ``delegationDepth``; head's reports ``end_turn`` and writes ``delegationDepth: 0``."""
+    truncated = text_reply("CUT")
+    truncated[-1] = {"type": "finish", "reason": {"kind": "max-tokens"}}
+    model_server.add_session([truncated])
+    with agent_run.start(DSH_LOOP_PROFILE=profile) as agent:
+        agent.initialize()
+        session_id = agent.new_session(agent_run.workspace)
+        assert agent.prompt(session_id, "long answer") == {"stopReason": stop_reason}
+        agent_run.finish(agent)
+    log = agent_run.log(session_id)
+    assert log.header.delegation_depth == header_depth
+    header_line = next(agent_run.sessions_root.glob("**/*.jsonl")).read_text().splitlines()[0]
+    keys = list(json.loads(header_line))
+    expected = ["type", "version", "id", "createdAt", "cwd"]
+    assert keys == (expected if header_depth is None else [*expected, "delegationDepth"])
+    assert [e.data["reason"]["kind"] for e in log.events if e.type == "turn/end"] == ["max-tokens"]

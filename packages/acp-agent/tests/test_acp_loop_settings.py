@@ -45,6 +45,8 @@ def test_loop_settings(
         ("DSH_LOOP_PROFILE", "july"),
         ("DSH_MAX_PARALLEL_TOOL_CALLS", "0"),
         ("DSH_MAX_DELEGATION_DEPTH", "-1"),
+        ("DSH_MAX_DELEGATION_DEPTH", "1.5"),
+        ("DSH_MAX_DELEGATION_DEPTH", str(2**53)),  # above Number.MAX_SAFE_INTEGER
     ],
 )
 def test_invalid_loop_settings_name_the_variable(

@@ -111,6 +111,11 @@ def _result_texts(session: Session) -> list[tuple[str, bool]]:
         ("current", 2, None, None),  # a grandchild's child is depth 3: allowed by default
         ("current", 3, None, "Error: subagent depth 4 exceeds maxDepth 3"),
         ("current", None, 0, "Error: subagent depth 1 exceeds maxDepth 0"),  # 0 forbids it
+        # the depth-two child's delegation under a cap of 2 (snapshots/sdk/subagent-depth-limit)
+        ("current", 2, 2, "Error: subagent depth 3 exceeds maxDepth 2"),
+        # a child spawning at depth two under a cap of 1 (subagent-spawn.spec.ts, past maxDepth)
+        ("current", 1, 1, "Error: subagent depth 2 exceeds maxDepth 1"),
+        ("current", 1, 2, None),  # at the cap is allowed (childDepth > maxDepth refuses)
         ("june", None, None, None),
         ("june", 1, None, "delegation depth 2 exceeds the maximum 1"),
         ("june", 1, 2, None),
@@ -132,6 +137,47 @@ async def test_the_depth_rule(
     assert len(children) == (0 if error else 1)
     if children:
         assert children[0].delegation_depth == (parent_depth or 0) + 1
+
+
+# tool-subagent.spec.ts "rejects maxDepth=$label when the plugin loads" / "validates maxDepth when
+# apply() is invoked directly": depth.ts assertSubagentMaxDepth, in its words. Negative zero is a
+# float here (refused as one); Python's int -0 is 0, a valid cap.
+@pytest.mark.parametrize(
+    "value",
+    ["1", float("nan"), float("inf"), float("-inf"), -1, 1.5, -0.0, 2**53, True],
+    ids=["string", "nan", "inf", "-inf", "negative", "fractional", "-0", "unsafe", "bool"],
+)
+def test_an_invalid_depth_cap_is_refused_when_the_agent_is_built(value: Any) -> None:
+    with pytest.raises(ValueError, match=r"^subagent maxDepth must be a non-negative safe integer"):
+        _setup([], max_delegation_depth=value)
+
+
+def test_the_largest_safe_depth_cap_is_accepted() -> None:
+    agent, *_ = _setup([], max_delegation_depth=2**53 - 1)
+    assert agent.config.delegation_depth_limit == 2**53 - 1
+
+
+async def test_the_depth_comes_from_the_persisted_header_across_levels() -> None:
+    """depth.ts: the persisted header is the monotone floor, so each level counts from its
+    parent's header, and the depth-two grandchild's own delegation is the one refused."""
+    parent_script = [_delegations(("p1", "delegate")), _text("PARENT_DONE")]
+    child_script = [_delegations(("c1", "delegate again")), _text("CHILD_DONE")]
+    grand_script = [_delegations(("g1", "too deep")), _text("GRANDCHILD_DONE")]
+    agent, store, parent, _ = _setup(
+        [parent_script, child_script, grand_script], max_delegation_depth=2
+    )
+    await agent.run_turn(parent, "go")
+    headers = {h.id: h for h in store.list_sessions()}
+    depths = sorted(h.delegation_depth or 0 for h in headers.values())
+    assert depths == [0, 1, 2]
+    grand = next(h for h in headers.values() if h.delegation_depth == 2)
+    grand_results = [
+        (e.data["content"][0]["text"], e.data["isError"])
+        for e in store.load(grand.id).events
+        if e.type == "tool/result"
+    ]
+    assert grand_results == [("Error: subagent depth 3 exceeds maxDepth 2", True)]
+    assert _result_texts(parent) == [("CHILD_DONE", False)]
 
 
 # --- stop reasons (tool-subagent.spec.ts "maps stop reason … to an isError result") -----------

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolOutcome, ToolSandbox
+from dsh_core import _sandbox as sandbox_module
+from dsh_core._sandbox import _bwrap, _perl
 from dsh_core.testing import processes_named, tool_context
 
 pytestmark = pytest.mark.anyio
@@ -201,6 +203,25 @@ print("connected")
     assert "Address family not supported by protocol" in printed
 
 
+_IO_URING_SETUP = """
+import ctypes, os
+params = ctypes.create_string_buffer(120)
+fd = ctypes.CDLL(None, use_errno=True).syscall(425, 4, params)
+print("fd" if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+def test_io_uring_does_not_exist_inside(sandbox: ToolSandbox, run_dir: Path) -> None:
+    # io_uring makes and connects a Unix socket without socket(2), past the filter's rule on
+    # it (red team F2): the filter must refuse io_uring itself.
+    unconfined = subprocess.run(
+        [PY, "-c", _IO_URING_SETUP], capture_output=True, text=True, check=True
+    )
+    if unconfined.stdout.strip() == os.strerror(38):
+        pytest.skip("this kernel has no io_uring")
+    assert _python(sandbox, _IO_URING_SETUP, run_dir) == f"{os.strerror(38)}\n"  # ENOSYS
+
+
 def test_tiocsti_types_nothing_into_a_terminal(sandbox: ToolSandbox, run_dir: Path) -> None:
     # The sandbox gets a terminal as stdin (a foreign agent may inherit one): TIOCSTI on it
     # must fail, and nothing may reach the terminal's reader.
@@ -318,3 +339,59 @@ def test_a_relative_cwd_is_the_run_folder(
         confined.close()
     assert (done.returncode, done.stdout.strip()) == (0, str(run_dir)), done.stderr
     assert (run_dir / "made.txt").read_text() == "x\n"
+
+
+def test_a_hidden_checkout_is_unreadable_but_what_it_must_lend_stays(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate hides the checkout it runs from (its .env holds the key, its .git a CI token:
+    # red team F3); what a command needs from inside it (a virtual environment) stays visible.
+    # The host's /tmp (where this test's folders are) is left visible here, so that only the
+    # hiding of the checkout itself can make the reads fail.
+    monkeypatch.setattr(sandbox_module, "_HIDDEN_DIRS", ())
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic x\n")
+    (checkout / ".env").write_text("DEEPSEEK_API_KEY=not-for-commands\n")
+    lent = checkout / ".venv"
+    lent.mkdir()
+    (lent / "tool.txt").write_text("lent\n")
+    settings = SandboxSettings(sandbox="strict", sandbox_network="deny", sandbox_hide=str(checkout))
+    script = f"cat {checkout}/.env {checkout}/.git/config; cat {lent}/tool.txt; ls -A {checkout}"
+    done = _run(ToolSandbox(settings), ["sh", "-c", script], run_dir, readable=[lent])
+    assert "not-for-commands" not in done.stdout
+    assert "extraheader" not in done.stdout
+    assert done.stdout == "lent\n.venv\n", done.stderr
+    assert "No such file" in done.stderr
+
+
+# --- the launcher ----------------------------------------------------------------------------
+
+
+async def test_a_program_planted_in_the_run_never_starts_on_the_host(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relative PATH entry (`./node_modules/.bin`, common in a developer's shell) is resolved
+    # against the cwd a process starts in: the run's, which holds the scenario's workspace.
+    # bubblewrap and the supervisor must be found by absolute path, and bubblewrap must not
+    # start with the command's LD_LIBRARY_PATH (red team F1, p17).
+    ran = tmp_path / "planted-ran"
+    planted = run_dir / "bin"
+    planted.mkdir()
+    for name in ("bwrap", "perl", "env", "python3"):
+        (planted / name).write_text(f"#!/bin/sh\necho {name} >> {ran}\nexit 1\n")
+        (planted / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"bin:{os.environ.get('PATH', os.defpath)}")
+    _bwrap.cache_clear()
+    _perl.cache_clear()
+    try:
+        source = {"PATH": "bin::/usr/bin:/bin", "LD_LIBRARY_PATH": str(planted)}
+        settings = SandboxSettings(sandbox="strict", sandbox_network="deny")
+        tool = BashTool(sandbox=ToolSandbox(settings, source_env=source))
+        arguments = {"command": "/bin/echo ran", "description": "t"}
+        outcome = await tool.run(arguments, tool_context(run_dir, [tool]))
+    finally:
+        _bwrap.cache_clear()
+        _perl.cache_clear()
+    assert outcome == ToolOutcome("ran\n")
+    assert not ran.exists(), ran.read_text()

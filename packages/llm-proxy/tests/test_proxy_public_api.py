@@ -9,6 +9,8 @@ import dsh_llm_proxy.pytest_plugin
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
         "MAX_LOG_BYTES",
+        "ProxyHub",
+        "ProxyRoute",
         "ProxyServer",
         "REPORT_PATH",
         "STORE_MARKER",
@@ -22,6 +24,7 @@ def test_public_names() -> None:
         "open_store",
         "read_log_capped",
         "recorded_logs",
+        "shared_hub",
         "upstream_defaults",
     ]
     assert sorted(dsh_llm_proxy.pytest_plugin.__all__) == [

@@ -81,7 +81,19 @@ MATRIX: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "v5": (_database(_V4, 5), ("schema version 5",)),
     "v17-head": (
         _database(_HEAD_V17, 17, application_id=0x44534850),
-        ("schema version 17", "application_id 0x44534850"),
+        (
+            "schema version 17",
+            "application_id 0x44534850",
+            # what was found ...
+            "found tables events(session_id, seq, type, time, data, source_event_seqs, "
+            "surface_op), persistence_state(key, value), sessions(id, version, created_at, "
+            "cwd, parent_session, seed_length); file mode 0",
+            # ... why it is not read, and what to do
+            "No upstream source or recording available to this build describes the v17 layout",
+            "have upstream HEAD write them with its JSONL persistence and run "
+            "`dsh-sessions convert ROOT DST`",
+            "add upstream HEAD's session-persistence-sqlite sources (its schema.ts)",
+        ),
     ),
     "unversioned": (_database(_V4, 0), ("no schema version", "user_version 0")),
     "v4-with-dsh-py-columns": (
@@ -116,4 +128,34 @@ def test_an_unknown_version_is_refused_in_one_line_with_the_file_untouched(
     for needle in needles:
         assert needle in message
     assert "nothing was written" in message
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_v17_file_names_its_tables_in_one_bounded_line(tmp_path: Path) -> None:
+    """The refusal shows what the file holds, but a hostile file chooses its names: control
+    characters are masked, long names cut, and only the first tables and columns shown."""
+    path = tmp_path / "head.db"
+    columns = ", ".join(f"c{n} TEXT" for n in range(20))
+    tables = [f'CREATE TABLE "t{n:02d}" ({columns})' for n in range(12)]
+    tables.append('CREATE TABLE "evil\nname\u0007' + "x" * 200 + '" (a TEXT)')
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in tables:
+            connection.execute(statement)
+        connection.execute("PRAGMA user_version = 17")
+        connection.execute(f"PRAGMA application_id = {0x44534850}")
+    finally:
+        connection.close()
+    before = _snapshot(tmp_path)
+    with pytest.raises(StoreVersionError) as caught:
+        SqliteSessionStore(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "\u0007" not in message
+    assert "found tables evil?name?xxx" in message
+    assert "t00(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, …)" in message
+    assert "t06(" in message
+    assert "t07(" not in message
+    assert " and 5 more; file mode " in message
+    assert len(message) < 2000
     assert _snapshot(tmp_path) == before

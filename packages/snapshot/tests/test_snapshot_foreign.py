@@ -81,6 +81,13 @@ def _unrecorded_copy(tmp_path: Path) -> Path:
         ("agent: ['{python}', '{scenario}/{name}.py']\n", "agent.1", "unknown placeholder {name}"),
         ("agent: [x]\nagent_base_url_env: 1BASE\n", "agent_base_url_env", "should match"),
         ("agent: [x]\nagent_base_url_env: [A]\n", "agent_base_url_env", "valid string"),
+        # The gate sets it to the proxy's URL: in PATH or LD_LIBRARY_PATH its first part
+        # (`http`) is a folder of the run's cwd, the scenario's workspace (red team F1).
+        ("agent: [x]\nagent_base_url_env: PATH\n", "agent_base_url_env", "not a base-URL"),
+        ("agent: [x]\nagent_base_url_env: LD_LIBRARY_PATH\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: PYTHONPATH\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: BASH_ENV\n", "agent_base_url_env", "base-URL"),
+        ("agent: [x]\nagent_base_url_env: SOME_NAME\n", "agent_base_url_env", "base-URL"),
         ("agent_base_url_env: URL\n", "agent_base_url_env", "agent_base_url_env is set but agent"),
         ("agent_env: {A: b}\n", "agent_env", "agent_env is set but agent is not"),
         ("agent: [x]\nagent_env: {OPENAI_BASE_URL: u}\n", "agent_env", "sets OPENAI_BASE_URL"),
@@ -439,14 +446,15 @@ def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.Mon
     assert keyless.failures == [
         "AgentError: record needs DEEPSEEK_API_KEY (it goes to the proxy only)"
     ]
-    # A proxy that dies before printing its address: its stderr is quoted.
-    monkeypatch.setattr(
-        "dsh_snapshot._foreign._proxy_command",
-        lambda: [sys.executable, "-c", "import sys; sys.exit('no port for you')"],
-    )
+
+    # A proxy that cannot start (no loopback port): the run says so, the cause quoted.
+    def no_port() -> None:
+        raise OSError(98, "no port for you")
+
+    monkeypatch.setattr("dsh_snapshot._foreign.shared_hub", no_port)
     dead = run_scenario(scenario, SnapshotSettings(mode="record-scripted"))
     assert len(dead.failures) == 1
-    assert "dsh-llm-proxy did not print BASE_URL=" in dead.failures[0]
+    assert "dsh-llm-proxy did not start" in dead.failures[0]
     assert "no port for you" in dead.failures[0]
     # A committed log that cannot be read: staging it names the file and line.
     header = {"type": "session", "version": 0, "id": "x", "createdAt": 0}

@@ -117,7 +117,7 @@ def test_every_committed_scenario_records_live_replays_green_and_refreshes_byte_
     for name in names:
         assert re.search(rf"\[\d+/{len(names)}\] sdk/{name}: ok \(attempt 1\) calls ", run.stdout)
     assert "dsh-snapshot record" in run.stdout
-    assert "10 scenarios (10 runs), 18 sessions, 29 model calls made: 10 passed, 0 failed" in (
+    assert "11 scenarios (11 runs), 21 sessions, 35 model calls made: 11 passed, 0 failed" in (
         run.stdout
     )
     # The preflight came first, once; then only chat calls, every one with the key.
@@ -125,7 +125,7 @@ def test_every_committed_scenario_records_live_replays_green_and_refreshes_byte_
     assert requests[0].path.endswith("/models")
     assert sum(r.path.endswith("/models") for r in requests) == 1
     chats = _chat_calls(c.server)
-    assert len(chats) == 27  # the two authored scenarios replay their overrides, keylessly
+    assert len(chats) == 33  # the two authored scenarios replay their overrides, keylessly
     assert all(r.status == 200 and r.authorized for r in chats), [r.error for r in chats]
     assert {str((r.body or {}).get("model")) for r in chats} == {SERVED_MODELS[0]}
     # Recorded "live", with provenance; the recorded logs are the scripts' own, byte for byte.

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -355,6 +357,88 @@ def _report_written(world: World) -> None:
     assert "masked" in report.read_text()
 
 
+def _ready_race(world: World) -> list[str]:
+    """A recorded command swaps the folder a later hang's ``readyFile`` names for a link out,
+    after the override was checked (the folder was real then): the marker must not follow."""
+    command = f"mv d d.real && ln -s {world.box.sentinel / 'dir'} d && echo swapped"
+    override = [
+        {"kind": "chunks", "chunks": tool_call(command)},
+        {"kind": "hang", "readyFile": "d/marker"},
+    ]
+    steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "promptAndCancel", "text": "go"}]
+    folder = world.box.scenario(
+        "ready-race",
+        {
+            "workspace/d/keep.txt": "x\n",
+            "replay.override.json": json.dumps(override),
+            "session.jsonl": session_log(said("x")),
+        },
+    )
+    (folder / "input.json").write_text(json.dumps({"steps": steps}))
+    return _replay(folder)
+
+
+def _network_asked(world: World) -> list[str]:
+    """A scripted record (the model is the scenario's own script) whose snapshot.yml asks for
+    the network: its command tries a listener on the host's loopback."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.setblocking(False)
+    world.notes["listener"] = listener
+    port = listener.getsockname()[1]
+    command = f"(echo hi > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo REACHED || echo no"
+    script = {"sessions": [[{"chunks": tool_call(command)}, {"chunks": said("done")}]]}
+    folder = world.box.scenario("network", {"model.script.json": json.dumps(script)})
+    (folder / "snapshot.yml").write_text(META + "bash_network: true\n")
+    return ["record", "--scripted", str(folder), "--timeout", "30"]
+
+
+def _listener_untouched(world: World) -> None:
+    listener: socket.socket = world.notes["listener"]
+    try:
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    log = (world.box.scenarios / "sdk" / "network" / "session.jsonl").read_text()
+    results = [
+        event["data"]["content"][0]["text"]
+        for event in map(json.loads, log.splitlines())
+        if event["type"] == "tool/result"
+    ]
+    assert results == ["no\n"]  # the command ran, and had no network
+
+
+def _pinned_server_store(world: World) -> list[str]:
+    folder = world.box.scenario("pinned")
+    pinned = META.replace("persistence: jsonl", "persistence: postgres")
+    (folder / "snapshot.yml").write_text(pinned)
+    assert world.env is not None
+    # Where a server would be, were the gate to go there: a socket directory of our own.
+    world.env.setenv("DSH_POSTGRES_DSN", f"host={world.box.sentinel / 'dir'} dbname=x")
+    return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
+
+
+def _checkout_read(world: World) -> list[str]:
+    """A recorded command reads the checkout's .env and .git (the README keeps the key in
+    .env; a CI checkout keeps its token in .git/config) and turns it round, past any
+    redaction by key shape (red team F3)."""
+    repo = world.repo()
+    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
+    command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
+    return _replay(_bash_scenario(world, command))
+
+
+def _checkout_unread(world: World) -> None:
+    turned = world.box.outside_key[::-1].encode()
+    assert turned not in (world.out + world.err).encode()
+    for path in world.box.root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.name not in (".env", "config"):
+            assert turned not in path.read_bytes(), path
+
+
 def _markup_profile(world: World) -> list[str]:
     folder = world.box.scenario("markup")
     (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
@@ -424,6 +508,12 @@ CASES = [
         lambda w: _refresh_discovery(w, lambda _w: ".."),
         expect=("no scenarios",),
         code=1,
+    ),
+    Case(
+        "readyfile-folder-swapped-for-a-link-at-run-time",
+        _ready_race,
+        code=1,
+        check=lambda w: _not_created(w.box.sentinel / "dir" / "marker"),
     ),
     Case(
         "snapshot-yml-a-link-to-credentials",
@@ -508,6 +598,36 @@ CASES = [
         expect=("[/red]evil",),
     ),
     Case(
+        "launcher-base-url-env-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
+        "launcher-base-url-env-ld-library-path-is-refused",
+        _meta("agent: ['{python}', x.py]\nagent_base_url_env: LD_LIBRARY_PATH\n", "foreign"),
+        expect=("snapshot.yml", "agent_base_url_env", "not a base-URL variable"),
+        code=2,
+    ),
+    Case(
+        "network-asked-by-a-scenario-is-not-given-in-scripted-record",
+        _network_asked,
+        code=0,
+        check=_listener_untouched,
+    ),
+    Case(
+        "store-a-server-pinned-by-a-scenario-is-not-reached",
+        _pinned_server_store,
+        expect=("pins the server store 'postgres'", "--persistence postgres", "not run"),
+        code=1,
+    ),
+    Case(
+        "checkout-env-and-git-are-hidden-from-commands",
+        _checkout_read,
+        code=1,
+        check=_checkout_unread,
+    ),
+    Case(
         "yaml-error-never-quotes-the-line",
         _yaml_error,
         expect=("snapshot.yml", "invalid YAML at line 7"),
@@ -587,6 +707,11 @@ def test_the_catalogue_covers_every_class() -> None:
         "dotenv",
         "pending",
         "discovery",
+        "readyfile",
+        "launcher",
+        "network",
+        "checkout",
+        "store",
         "snapshot-yml",
         "report",
         "show",
@@ -636,3 +761,43 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     assert box.leaks(run.stdout.encode()) == []
     assert box.leaks(run.stderr.encode()) == []
     assert "masked" in run.stdout
+
+
+def test_a_conftest_in_the_scenario_tree_is_never_imported(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # pytest imports every conftest.py of the folders it collects, in the gate's own process
+    # (red team F9): one at the top of the tree and one in a scenario folder, each of which
+    # would leave a mark.
+    box = Sandbox.create(tmp_path)
+    folder = _bash_scenario(World(box, ""), "echo hi")
+    mark = box.sentinel / "conftest-ran"
+    for where in (box.scenarios, folder.parent, folder):
+        (where / "conftest.py").write_text(f"open({str(mark)!r}, 'a').write('ran')\n")
+    run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q")
+    assert "conftest" not in run.stderr, run.stderr
+    assert re.search(r"\b1 failed\b", run.stdout), run.stdout  # collected and run all the same
+    assert not mark.exists(), "a conftest.py of the scenario tree ran in the gate"
+
+
+def test_a_pytest_ini_in_the_scenario_tree_is_refused(tmp_path: Path) -> None:
+    # pytest looks for its configuration from the common folder of its arguments upwards: a
+    # pull request's snapshots/pytest.ini would win over the project's (red team F13), with an
+    # addopts that deselects the failing scenario.
+    box = Sandbox.create(tmp_path)
+    folder = _bash_scenario(World(box, ""), "echo hi")
+    (box.scenarios / "pytest.ini").write_text('[pytest]\naddopts = -k "not bash"\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dsh-snapshots",
+         str(box.scenarios)],
+        cwd=box.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 4, run.stdout + run.stderr  # a usage error, nothing ran
+    assert f"from {box.scenarios / 'pytest.ini'}" in run.stderr
+    assert "name the project's own with -c" in run.stderr
+    assert folder.is_dir()

@@ -35,7 +35,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
-from dsh_core import is_secret_name, plugins
+from dsh_core import (
+    ProcessConfinement,
+    SandboxUnavailableError,
+    confine_process,
+    is_secret_name,
+    plugins,
+    prepare_process_confinement,
+)
 
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
@@ -184,8 +191,20 @@ class AgentForkServer:
             )
         return cast(dict[str, Any], json.loads(data))
 
-    def spawn(self, cwd: Path, env: Mapping[str, str], timeout: float = 60.0) -> ForkedAgent:
+    def spawn(
+        self,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout: float = 60.0,
+        *,
+        confinement: ProcessConfinement | None = None,
+    ) -> ForkedAgent:
         """Fork a fresh agent in ``cwd`` with exactly ``env``; its handle.
+
+        The child confines itself before it runs any agent code (:func:`dsh_core.confine_process`:
+        namespaces, ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default
+        the host network is kept (a model client may need it) and the mode is ``env``'s
+        ``DSH_SANDBOX`` (``warn`` when unset).
 
         Raises:
             ForkServerError: the server is still running a child, or did not answer.
@@ -199,7 +218,12 @@ class AgentForkServer:
             ours.append(write_end if child_reads else read_end)
             theirs.append(read_end if child_reads else write_end)
         try:
-            request = json.dumps({"cwd": str(cwd), "env": dict(env)}).encode()
+            if confinement is None:
+                mode = env.get("DSH_SANDBOX", "warn")
+                confinement = ProcessConfinement(mode=mode if mode in ("strict", "off") else "warn")
+            request = json.dumps(
+                {"cwd": str(cwd), "env": dict(env), "confine": confinement.to_json()}
+            ).encode()
             socket.send_fds(self.sock, [request], theirs)
         except OSError as exc:
             for fd in ours:
@@ -243,19 +267,38 @@ def _resolve(entry: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
-def _child(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, str], entry: str) -> None:
-    """In the forked child: become a fresh agent process; never returns."""
+def _child(
+    sock: socket.socket,
+    fds: list[int],
+    request: dict[str, Any],
+    entry: str,
+) -> None:
+    """In the forked child: confine itself, become a fresh agent process; never returns."""
+    cwd, env = str(request["cwd"]), cast(dict[str, str], request["env"])
     code = 70  # EX_SOFTWARE: the child could not even start the agent
+    server = os.getppid()
     try:
-        # A session of its own (no controlling terminal, out of the gate's process group) and
-        # killed when the server dies: what bubblewrap's --new-session and --die-with-parent
-        # give a sandboxed command.
+        # A session of its own (no controlling terminal, out of the gate's process group):
+        # what bubblewrap's --new-session gives a sandboxed command.
         os.setsid()
-        _die_with_parent()
         sock.close()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
+        # Before any agent code, while this process is still single-threaded (a user
+        # namespace refuses a threaded one).
+        try:
+            missing = confine_process(ProcessConfinement.from_json(request.get("confine", {})))
+        except SandboxUnavailableError as exc:
+            os.write(2, f"dsh-acp-agent: {exc}\n".encode())
+            raise SystemExit(71) from None  # EX_OSERR
+        if missing:
+            os.write(2, f"dsh-acp-agent: confined without {'; '.join(missing)}\n".encode())
+        # Killed when the server dies (bubblewrap's --die-with-parent). Set after the
+        # confinement: a new user namespace changes the credentials, which clears it.
+        _die_with_parent()
+        if os.getppid() != server:  # the server died before the signal was armed
+            raise SystemExit(70)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(signum, signal.SIG_DFL)
         os.chdir(cwd)
@@ -331,7 +374,7 @@ def serve(sock: socket.socket, entry: str) -> None:
             continue
         pid = os.fork()
         if pid == 0:
-            _child(sock, fds, request["cwd"], request["env"], entry)
+            _child(sock, fds, request, entry)
         for fd in fds:
             os.close(fd)
         sock.send(json.dumps({"pid": pid}).encode())
@@ -346,6 +389,7 @@ def main(argv: Sequence[str]) -> None:
     for module in config["preload"]:
         importlib.import_module(module)
     plugins.preload()  # every child inherits the entry point lookup and the store modules
+    prepare_process_confinement()  # libseccomp compiles the filters once, not per child
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))
 

@@ -162,7 +162,11 @@ class AcpServer:
                 f"got {cwd!r}",
             )
         try:
-            session = self.store.create(CreateOptions(meta=SessionMeta(cwd=cwd)))
+            # Head writes delegationDepth 0 on a top-level header and its reader requires it;
+            # June wrote none, so its profile keeps the key absent.
+            depth = 0 if self.agent.config.behaviour.top_level_depth else None
+            meta = SessionMeta(cwd=cwd, delegation_depth=depth)
+            session = self.store.create(CreateOptions(meta=meta))
         except DshError as exc:
             raise ProtocolError(-32603, f"Internal error: cannot create a session: {exc}") from exc
         self._sessions[session.id] = _LiveSession(session)
@@ -213,6 +217,8 @@ class AcpServer:
         if outcome.kind == "error" or outcome.kind not in _STOP_REASONS:
             message = outcome.error.message if outcome.error is not None else outcome.kind
             raise ProtocolError(-32603, f"Internal error: turn failed: {message}")
+        if outcome.kind == "max-tokens":
+            return {"stopReason": self.agent.config.behaviour.max_tokens_stop_reason}
         return {"stopReason": _STOP_REASONS[outcome.kind]}
 
     async def cancel(self, session_id: str, **_: Any) -> None:

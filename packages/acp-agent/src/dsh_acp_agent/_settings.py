@@ -56,7 +56,7 @@ class AgentSettings(BaseSettings):
     persistence: str = DEFAULT_STORE_BACKEND
     model_client: str = DEFAULT_MODEL_PROVIDER
     loop_profile: LoopProfile = DEFAULT_LOOP_PROFILE
-    max_delegation_depth: int | None = Field(default=None, ge=0)
+    max_delegation_depth: int | None = Field(default=None, ge=0, le=2**53 - 1)
     max_parallel_tool_calls: int = Field(default=DEFAULT_MAX_PARALLEL_TOOL_CALLS, ge=1)
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
@@ -82,7 +82,7 @@ def describe_validation_error(exc: ValidationError, env_prefix: str) -> str:
 
     Args:
         exc: the error pydantic-settings raised while reading the environment.
-        env_prefix: the settings class's ``env_prefix`` (``"DSH_"``, ``"DEEPSEEK_"``…).
+        env_prefix: the settings class's ``env_prefix`` (``"DSH_"``, ``"OPENAI_"``…).
 
     Returns:
         ``"invalid DSH_MAX_STEPS='0': Input should be greater than or equal to 1"`` style text.

@@ -62,6 +62,12 @@ from dsh_core._events import (
     user_message,
 )
 from dsh_core._jsondepth import MAX_JSON_DEPTH, JsonDepthError, json_depth, loads_bounded
+from dsh_core._live_guard import (
+    ModelRequestsDisabledError,
+    check_model_request,
+    is_loopback_url,
+    model_requests_allowed,
+)
 from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
@@ -114,6 +120,11 @@ from dsh_core._normalize import (
     parse_jsonl,
     session_placeholder,
 )
+from dsh_core._process_confine import (
+    ProcessConfinement,
+    confine_process,
+    prepare_process_confinement,
+)
 from dsh_core._request_header import (
     REQUEST_HEADER_EVENT,
     RequestHeader,
@@ -129,9 +140,11 @@ from dsh_core._sandbox import (
     SandboxSettings,
     SandboxUnavailableError,
     ToolSandbox,
+    host_which,
     is_secret_name,
     tool_environment,
 )
+from dsh_core._scenario_files import ScenarioFiles
 from dsh_core._script_player import (
     PARTIAL_TEXT,
     ChunksEntry,
@@ -163,6 +176,11 @@ from dsh_core._subagent_tool import SubagentTool
 from dsh_core._todo import TODO_STATUSES, TodoWriteTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 from dsh_core._validate import validate_arguments
+
+ALLOW_MODEL_REQUESTS = True
+"""Whether any model client may reach a non-loopback host; ``False`` turns live calls off for
+every provider (see :func:`check_model_request`; ``DSH_ALLOW_MODEL_REQUESTS=0`` does the same
+through the environment)."""
 
 __all__ = [
     # log format
@@ -217,7 +235,12 @@ __all__ = [
     "now_ms",
     "prepare_header",
     # model, tools, subagents
+    "ALLOW_MODEL_REQUESTS",
     "ALLOW_MODEL_REQUESTS_ENV",
+    "ModelRequestsDisabledError",
+    "check_model_request",
+    "is_loopback_url",
+    "model_requests_allowed",
     "AssistantMessage",
     "Delegation",
     "Message",
@@ -271,6 +294,7 @@ __all__ = [
     "StoreCorruptError",
     "StoreVersionError",
     # files
+    "ScenarioFiles",
     "atomic_write",
     # normalisation (comparing runs)
     "CWD",
@@ -314,10 +338,14 @@ __all__ = [
     "loop_behaviour",
     # tool environment and sandbox
     "ConfinedCommand",
+    "ProcessConfinement",
     "SandboxMechanisms",
     "SandboxSettings",
     "SandboxUnavailableError",
     "ToolSandbox",
+    "confine_process",
+    "host_which",
     "is_secret_name",
+    "prepare_process_confinement",
     "tool_environment",
 ]

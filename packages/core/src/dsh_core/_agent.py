@@ -101,10 +101,7 @@ class Agent:
             raise ValueError(
                 f"max_parallel_tool_calls must be at least 1, got {config.max_parallel_tool_calls}"
             )
-        if config.max_delegation_depth is not None and config.max_delegation_depth < 0:
-            raise ValueError(
-                f"max_delegation_depth must not be negative, got {config.max_delegation_depth}"
-            )
+        _check_max_depth(config.max_delegation_depth)
         config.behaviour  # noqa: B018 - an unknown profile fails here, not at the first turn
         by_name: dict[str, Tool] = {}
         for tool in tools:
@@ -159,3 +156,16 @@ class Agent:
             return outcome
         finally:
             _IN_TURN.reset(token)
+
+
+_MAX_SAFE_INTEGER = 2**53 - 1
+"""JavaScript's ``Number.MAX_SAFE_INTEGER``: upstream's bound on a depth cap."""
+
+
+def _check_max_depth(value: object) -> None:
+    """Upstream's ``assertSubagentMaxDepth``: a cap is absent or a non-negative safe integer
+    (no bool, no float, not above ``Number.MAX_SAFE_INTEGER``), in its words."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SAFE_INTEGER:
+        raise ValueError(f"subagent maxDepth must be a non-negative safe integer, got {value!r}")

@@ -56,6 +56,12 @@ class LoopBehaviour:
             text is its last non-empty assistant message.
         logs_request_header: a session logs ``request/header`` before its first model call
             and whenever the header changes (upstream's later logs; June's have none).
+        top_level_depth: a top-level session's header says ``"delegationDepth": 0``. Head's
+            session reader requires the key on every header (head's recordings carry it on
+            all 79 primaries); June's primaries have none.
+        max_tokens_stop_reason: the ACP ``stopReason`` of a prompt whose turn ended
+            ``max-tokens``: June's bridge (``codec.ts``) says ``max_tokens``; head's
+            (``acp/src/index.ts``) settles it as ordinary quiescence, ``end_turn``.
     """
 
     concurrent_tools: bool
@@ -63,6 +69,8 @@ class LoopBehaviour:
     max_delegation_depth: int
     strict_child_outcome: bool
     logs_request_header: bool
+    top_level_depth: bool
+    max_tokens_stop_reason: Literal["max_tokens", "end_turn"]
 
 
 _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
@@ -72,6 +80,8 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         max_delegation_depth=1,
         strict_child_outcome=False,
         logs_request_header=False,
+        top_level_depth=False,
+        max_tokens_stop_reason="max_tokens",
     ),
     # Upstream at head: tool-calls.ts (pool), agent.ts (request-error retry, max-tokens),
     # llm-deepseek's default retry policy (five retries), tool-subagent (maxDepth 3).
@@ -81,6 +91,8 @@ _BEHAVIOURS: dict[LoopProfile, LoopBehaviour] = {
         max_delegation_depth=3,
         strict_child_outcome=True,
         logs_request_header=True,
+        top_level_depth=True,
+        max_tokens_stop_reason="end_turn",
     ),
 }
 

@@ -24,7 +24,9 @@ Settings (``DSH_*``, read by :class:`SandboxSettings`):
   the environment is still allow-listed);
 - ``DSH_SANDBOX_NETWORK``: ``allow`` (the default) or ``deny``;
 - ``DSH_TOOL_ENV_ALLOW``: comma-separated extra variable names to pass; credential-shaped
-  names are dropped even when listed here.
+  names are dropped even when listed here;
+- ``DSH_SANDBOX_HIDE``: further folders to hide (``os.pathsep``-separated): the gate names the
+  checkout it runs from, whose ``.env`` and ``.git`` a command must not read.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "SandboxSettings",
     "SandboxUnavailableError",
     "ToolSandbox",
+    "host_which",
     "is_secret_name",
     "tool_environment",
 ]
@@ -63,7 +66,9 @@ NetworkMode = Literal["allow", "deny"]
 
 _PASSED_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ"})
 _PASSED_PREFIXES = ("LC_",)
-_NEVER_PREFIXES = ("DEEPSEEK_", "DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
+# Ours and the clouds' / CI's; every installed model provider's prefix joins them
+# (_provider_names): no vendor is named here.
+_NEVER_PREFIXES = ("DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
 # Names that look like they hold a credential, wherever the word sits in the name.
 _SECRET_WORDS = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
@@ -94,7 +99,10 @@ ENABLE_USERNS_HINT = (
     "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; see README, 'The sandbox')"
 )
 INSTALL_BWRAP_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+_LAUNCHER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 _INIT = Path(__file__).with_name("_sandbox_init.py")
+_INIT_PERL = _INIT.with_suffix(".pl")
+Supervisor = Literal["auto", "perl", "python"]
 
 
 class SandboxSettings(BaseSettings):
@@ -105,6 +113,15 @@ class SandboxSettings(BaseSettings):
     sandbox: SandboxMode = "warn"
     sandbox_network: NetworkMode = "allow"
     tool_env_allow: str = ""
+    sandbox_hide: str = ""
+
+    @property
+    def hidden_roots(self) -> tuple[str, ...]:
+        """The folders ``DSH_SANDBOX_HIDE`` lists (``os.pathsep``-separated, absolute ones
+        only): hidden like the host's ``/tmp`` (the checkout a gate runs from: its ``.env``,
+        ``.git``)."""
+        entries = self.sandbox_hide.split(os.pathsep)
+        return tuple(entry for entry in entries if os.path.isabs(entry))
 
     @property
     def extra_env_names(self) -> tuple[str, ...]:
@@ -112,11 +129,26 @@ class SandboxSettings(BaseSettings):
         return tuple(name.strip() for name in self.tool_env_allow.split(",") if name.strip())
 
 
+@functools.cache
+def _provider_names() -> tuple[tuple[str, ...], frozenset[str]]:
+    """Every installed model provider's ``env_prefix`` and secret variables (``dsh.models``)."""
+    from dsh_core import plugins  # noqa: PLC0415 - plugins imports the session layer
+
+    prefixes = tuple(p.upper() for p in plugins.model_env_prefixes())
+    return prefixes, frozenset(n.upper() for n in plugins.secret_env_names())
+
+
 def is_secret_name(name: str) -> bool:
-    """Whether a variable may hold a secret: a provider's or CI's prefix (``DEEPSEEK_*``,
-    ``DSH_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``) or a name
-    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH… (any case)."""
-    return name.upper().startswith(_NEVER_PREFIXES) or bool(_SECRET_WORDS.search(name))
+    """Whether a variable may hold a secret: ours, a cloud's or CI's prefix (``DSH_*``,
+    ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``), any installed model
+    provider's prefix or secret variable (``dsh_core.plugins.model_env_prefixes``,
+    ``secret_env_names``), or a name containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL,
+    AUTH… (any case)."""
+    upper = name.upper()
+    if upper.startswith(_NEVER_PREFIXES) or _SECRET_WORDS.search(name):
+        return True
+    prefixes, secrets = _provider_names()
+    return upper.startswith(prefixes) or upper in secrets
 
 
 def tool_environment(
@@ -183,7 +215,8 @@ class ConfinedCommand:
 
     Attributes:
         argv: bubblewrap's command line (or the bare command when unconfined).
-        env: the environment to start it with.
+        env: the environment to start it with: bubblewrap's own fixed one when confined (the
+            command's reaches it through ``--setenv``), the command's when unconfined.
         pass_fds: the descriptors it must inherit; :meth:`started` closes the parent's copies.
         supervised: whether a supervisor inside the sandbox reports the command's own wait
             status and relays signals (:meth:`signal`, :meth:`wait_status`).
@@ -250,6 +283,10 @@ class ToolSandbox:
             one to force a mechanism to be missing.
         source_env: where allow-listed variables are read from (default: ``os.environ``).
         root: where the private home and temp dir are made (default: the system temp dir).
+        supervisor: what supervises a ``supervised`` command inside the sandbox:
+            ``perl`` (:file:`_sandbox_init.pl`, ~2 ms to start), ``python``
+            (:mod:`dsh_core._sandbox_init`, the interpreter's start-up) or ``auto`` (perl
+            where it exists, the default).
     """
 
     def __init__(
@@ -258,8 +295,10 @@ class ToolSandbox:
         mechanisms: SandboxMechanisms | None = None,
         source_env: Mapping[str, str] | None = None,
         root: Path | None = None,
+        supervisor: Supervisor = "auto",
     ) -> None:
         self.settings = settings if settings is not None else SandboxSettings()
+        self._supervisor = supervisor
         self._mechanisms = mechanisms
         self._source_env = source_env
         self._root = root
@@ -361,8 +400,9 @@ class ToolSandbox:
             command._child_fds += [status_write, control_read]  # pyright: ignore[reportPrivateUsage]
             command._status, command._control = status_read, control_write  # pyright: ignore[reportPrivateUsage]
             command.supervised = True
-            init = [sys.executable, "-I", "-S", str(_INIT), str(status_write), str(control_read)]
+            init, added = self._supervisor_argv(status_write, control_read, env)
             inner = [*init, "--", *inner]
+            env = env | added  # bubblewrap's --setenv only: the supervisor removes it
         command.pass_fds = tuple(command._child_fds)  # pyright: ignore[reportPrivateUsage]
         if command._forward is not None:  # pyright: ignore[reportPrivateUsage]
             # The relay's end is closed by the relay itself, not with the others.
@@ -371,6 +411,10 @@ class ToolSandbox:
         # would bind over the hidden /tmp itself (and the read-only remount then fails).
         cwd = os.path.abspath(cwd)
         chdir = os.path.join(cwd, chdir) if chdir else cwd
+        # Bubblewrap itself starts with a fixed environment: the command's (and anything a
+        # scenario put in it, such as LD_LIBRARY_PATH) reaches the command only through
+        # --clearenv/--setenv, never the loader or libraries of the launcher on the host.
+        command.env = dict(_LAUNCHER_ENV)
         command.argv = [
             *bwrap_options(
                 cwd=cwd,
@@ -379,12 +423,31 @@ class ToolSandbox:
                 chdir=chdir,
                 env=env,
                 network=network,
+                hide=self.settings.hidden_roots,
             ),
             *seccomp_args,
             "--",
             *inner,
         ]
         return command
+
+    def _supervisor_argv(
+        self, status_fd: int, control_fd: int, env: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The supervisor's command line up to ``--``, and what it adds to the environment
+        (for itself only: it removes it before it starts the command)."""
+        perl = _perl() if self._supervisor != "python" else None
+        if perl is None:
+            if self._supervisor == "perl":
+                raise SandboxUnavailableError(
+                    "the perl supervisor was asked for: perl is not on PATH"
+                )
+            init = [sys.executable, "-I", "-S", str(_INIT), str(status_fd), str(control_fd)]
+            return init, {}
+        # Quiet about a locale the system lacks (else every command's stderr would say so).
+        quiet = {} if "PERL_BADLANG" in env else {"PERL_BADLANG": "0"}
+        unset = "PERL_BADLANG" if quiet else ""
+        return [perl, str(_INIT_PERL), str(status_fd), str(control_fd), unset], quiet
 
     def _missing(self, missing: list[str]) -> None:
         what = "; ".join(missing)
@@ -395,10 +458,40 @@ class ToolSandbox:
             print(f"dsh: sandbox incomplete, running without {what}", file=sys.stderr)
 
 
+def host_which(name: str, path: str | None = None) -> str | None:
+    """Where the program ``name`` is, looked up in the absolute entries of ``PATH`` only.
+
+    A relative entry (``./node_modules/.bin``, an empty one meaning ``.``) would be resolved
+    against whatever the current directory is when a process starts, and the gate starts
+    programs in a run's cwd, which holds the scenario's ``workspace/``: a program found there
+    would be the pull request's, running on the host. Returns the resolved absolute path.
+    """
+    entries = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+    absolute = os.pathsep.join(entry for entry in entries if os.path.isabs(entry))
+    found = shutil.which(name, path=absolute)
+    return os.path.realpath(found) if found else None
+
+
+@functools.cache
+def _perl() -> str | None:
+    """Where perl is (resolved, so the path is the same inside), ``None`` when it is not."""
+    return host_which("perl")
+
+
+@functools.cache
+def _bwrap() -> str | None:
+    """Where bubblewrap is (absolute, looked up once; see :func:`host_which`)."""
+    return host_which("bwrap")
+
+
 def _interpreter_paths() -> list[str]:
-    """What this interpreter and package need to be read from inside (bound only when a hidden
-    folder covers them, e.g. a virtual environment under /tmp): its prefixes and this package."""
+    """What the supervisors need to be read from inside (bound only when a hidden folder
+    covers them, e.g. a virtual environment under /tmp): this interpreter's prefixes, perl's
+    folder and this package."""
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    perl = _perl()
+    if perl is not None:
+        paths.add(os.path.dirname(perl))
     paths.add(str(_INIT.parent))
     return sorted(paths)
 
@@ -407,10 +500,10 @@ def _under_any(path: str, hidden: Sequence[tuple[str, bool]]) -> bool:
     return any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden)
 
 
-def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
+def _hidden_paths(home: str | None, hide: Sequence[str] = ()) -> list[tuple[str, bool]]:
     """Host paths to hide: ``(path, is_dir)`` for those that exist (links are left: hiding
     their target is enough, and ``/var/run`` is one to ``/run`` on most systems)."""
-    candidates: list[str] = list(_HIDDEN_DIRS)
+    candidates: list[str] = [*_HIDDEN_DIRS, *(os.path.realpath(h) for h in hide)]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         candidates.append(runtime)
@@ -421,7 +514,8 @@ def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
         if os.path.islink(path) or not os.path.exists(path):
             continue
         found.append((path, os.path.isdir(path)))
-    return found
+    # Parents before what lies below them: a folder inside one hidden is mounted on top.
+    return sorted(found, key=lambda entry: entry[0].rstrip("/").count("/"))
 
 
 def bwrap_options(
@@ -432,10 +526,12 @@ def bwrap_options(
     chdir: str,
     env: Mapping[str, str],
     network: bool,
+    hide: Sequence[str] = (),
 ) -> list[str]:
-    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``."""
+    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``; ``hide``:
+    further folders to hide (what ``readable`` lists below them stays visible)."""
     options = [
-        "bwrap",
+        _bwrap() or "bwrap",
         "--die-with-parent",
         "--new-session",
         "--unshare-user",
@@ -456,7 +552,7 @@ def bwrap_options(
     ]
     if not network:
         options.append("--unshare-net")
-    hidden = _hidden_paths(os.environ.get("HOME"))
+    hidden = _hidden_paths(os.environ.get("HOME"), hide)
     for path, is_dir in hidden:
         options += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     for path in readable:
@@ -488,7 +584,7 @@ def _probe() -> SandboxMechanisms:
         seccomp_problem = f"the seccomp filter ({exc})"
     if not sys.platform.startswith("linux"):
         return SandboxMechanisms(f"bubblewrap (Linux only, not {sys.platform})", seccomp_problem)
-    if shutil.which("bwrap") is None:
+    if _bwrap() is None:
         return SandboxMechanisms(f"bubblewrap: bwrap is not on PATH; {INSTALL_BWRAP_HINT}")
     with tempfile.TemporaryDirectory(prefix="dsh-probe-") as scratch:
         options = bwrap_options(
@@ -497,6 +593,7 @@ def _probe() -> SandboxMechanisms:
         try:
             done = subprocess.run(
                 [*options, "--", "true"],
+                env=_LAUNCHER_ENV,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

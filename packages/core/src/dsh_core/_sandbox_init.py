@@ -35,6 +35,10 @@ def main(argv: list[str]) -> int:
             os.close(status_fd)
             os.close(control_fd)
             os.setpgid(0, 0)
+            # Python ignores these at start-up and exec keeps an ignored signal ignored: the
+            # command gets the defaults, as from perl's supervisor (`yes | head` ends quietly).
+            for number in (signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(number, signal.SIG_DFL)
             os.execvp(command[0], command)
         except OSError as exc:
             os.write(2, f"dsh sandbox: cannot run {command[0]}: {exc.strerror}\n".encode())

@@ -9,6 +9,8 @@ what namespaces leave open:
   (docker.sock, the D-Bus and systemd buses, ssh-agent, gpg-agent) and no abstract socket can be
   connected to from inside. ``socketpair`` stays allowed (asyncio and libuv make their
   self-pipes and child pipes with it; a pair is connected only to itself);
+- ``io_uring_setup``/``enter``/``register`` fail with ``ENOSYS``: io_uring makes and connects
+  sockets without the ``socket`` system call;
 - ``ioctl(TIOCSTI)`` and ``ioctl(TIOCLINUX)`` fail with ``EPERM``: nothing is typed into a
   terminal, even one reached through an inherited descriptor.
 
@@ -39,8 +41,13 @@ class SeccompUnavailableError(Exception):
 
 
 @functools.cache
-def seccomp_program() -> bytes:
-    """The filter as a BPF program bubblewrap loads (``--seccomp FD``); built once.
+def seccomp_program(*, unix_sockets: bool = False) -> bytes:
+    """The filter as a BPF program (bubblewrap loads it with ``--seccomp FD``, a confined
+    process with ``prctl``); built once per variant.
+
+    Args:
+        unix_sockets: leave ``socket(AF_UNIX)`` allowed (only for our own agent when its
+            session store is a server reached over a Unix socket; never for a command).
 
     Raises:
         SeccompUnavailableError: not Linux, or libseccomp cannot be loaded (the message says
@@ -57,9 +64,17 @@ def seccomp_program() -> bytes:
         ) from None
     try:
         rules: Any = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-        rules.add_rule(
-            seccomp.ERRNO(errno.EAFNOSUPPORT), "socket", seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX)
-        )
+        if not unix_sockets:
+            rules.add_rule(
+                seccomp.ERRNO(errno.EAFNOSUPPORT),
+                "socket",
+                seccomp.Arg(0, seccomp.EQ, socket.AF_UNIX),
+            )
+        # io_uring creates and connects sockets without the socket system call (its
+        # IORING_OP_SOCKET / IORING_OP_CONNECT), so the rule above would not see them: it does
+        # not exist here, as in Docker's and Flatpak's default profiles (red team F2).
+        for name in ("io_uring_setup", "io_uring_enter", "io_uring_register"):
+            rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
         for request in (termios.TIOCSTI, _TIOCLINUX):
             # The request is an int in the kernel; compare its low 32 bits only, as Flatpak's
             # filter does, so a sign-extended value cannot dodge the rule.
@@ -73,5 +88,5 @@ def seccomp_program() -> bytes:
             rules.export_bpf(sink)
         with os.fdopen(read_end, "rb") as source:
             return source.read()
-    except OSError as exc:
+    except (OSError, RuntimeError, ValueError) as exc:
         raise SeccompUnavailableError(f"libseccomp could not build the filter: {exc}") from None

@@ -4,7 +4,9 @@
 own key, streams each answer back as it arrives and writes every call into DSH session logs,
 inferring sessions, fork children and subagent children from the conversations alone.
 ``ProxyServer.replay`` answers from those logs keylessly with ``dsh_llm_replay``'s rules.
-``dsh_llm_proxy.pytest_plugin`` is the ``llm_proxy`` fixture; ``main`` is the console script.
+``ProxyHub`` (one per process: ``shared_hub``) serves many runs at once, each on a route of
+its own (the snapshot gate's foreign runs). ``dsh_llm_proxy.pytest_plugin`` is the
+``llm_proxy`` fixture; ``main`` is the console script.
 
 The names below are imported on first use (PEP 562): reading a recording root or the default
 upstream must not load the server (starlette, httpx, uvicorn), and pytest loads this package
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
     from dsh_llm_proxy._cli import main
     from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
+    from dsh_llm_proxy._hub import ProxyHub, ProxyRoute, shared_hub
     from dsh_llm_proxy._root import (
         MAX_LOG_BYTES,
         STORE_MARKER,
@@ -37,6 +40,9 @@ __all__ = [
     "upstream_defaults",
     "REPORT_PATH",
     "ProxyServer",
+    "ProxyHub",
+    "ProxyRoute",
+    "shared_hub",
     "Scrub",
     "main",
     # sessions
@@ -57,6 +63,9 @@ _HOMES = {
     "upstream_defaults": "_defaults",
     "REPORT_PATH": "_defaults",
     "ProxyServer": "_server",
+    "ProxyHub": "_hub",
+    "ProxyRoute": "_hub",
+    "shared_hub": "_hub",
     "Scrub": "_scrub",
     "load_recording": "_server",
     "main": "_cli",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from dsh_llm_proxy._book import call_inputs
 from dsh_llm_proxy._defaults import upstream_defaults
 from dsh_llm_proxy._root import detect_store, open_store
 from dsh_llm_proxy._scrub import Scrub
+from dsh_llm_proxy._serving import ServingThread, loopback_socket
 from dsh_llm_replay import (
     ReplayHeader,
     ReplayModelClient,
@@ -36,7 +36,7 @@ from dsh_llm_replay import (
     recorded_headers,
 )
 
-__all__ = ["ProxyServer", "load_recording"]
+__all__ = ["ProxyServer", "empty_recording_store", "load_recording", "replay_engine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,40 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     return _Recording(scripts, models, inputs)
 
 
+def replay_engine(
+    root: Path | str, scrub: Scrub | None = None, accept_drift: bool = False
+) -> ReplayEngine:
+    """A keyless engine answering from the recording in ``root`` (see :meth:`ProxyServer.replay`).
+
+    Raises:
+        DshError: the root does not exist; the store's and replay's errors for bad logs.
+    """
+    recording = load_recording(root)
+    # The engine compares each call's header itself: the client never sees the request's
+    # model, system prompt or tools (the wire's, not a ModelRequest's).
+    client = ReplayModelClient(recording.scripts, check_headers=False)
+    return ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub(), accept_drift)
+
+
+def empty_recording_store(root: Path | str, store: str) -> SessionStore:
+    """``root`` opened by ``store`` for a new recording.
+
+    Raises:
+        DshError: it already holds sessions.
+    """
+    opened = open_store(Path(root), store)
+    existing = len(opened.list_sessions())
+    if existing:
+        opened.close()
+        # Replay binds every session of a root in creation order: old sessions mixed with a
+        # new recording would be bound first and answer the wrong calls.
+        raise DshError(
+            f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
+            "record into an empty folder (or delete it first)"
+        )
+    return opened
+
+
 def _stopped(signum: int, frame: FrameType | None) -> None:
     del signum, frame
 
@@ -105,7 +139,7 @@ class ProxyServer:
         self._store = store
         self._port = port
         self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._serving: ServingThread | None = None
         self._socket: socket.socket | None = None
 
     @classmethod
@@ -129,16 +163,7 @@ class ProxyServer:
         default_upstream, default_key_env = upstream_defaults()
         upstream = upstream or default_upstream
         key = api_key or api_key_from_env(api_key_env or default_key_env)
-        opened = open_store(Path(root), store)
-        existing = len(opened.list_sessions())
-        if existing:
-            opened.close()
-            # Replay binds every session of a root in creation order: old sessions mixed with
-            # a new recording would be bound first and answer the wrong calls.
-            raise DshError(
-                f"dsh-llm-proxy record: {root} already holds {existing} recorded sessions; "
-                "record into an empty folder (or delete it first)"
-            )
+        opened = empty_recording_store(root, store)
         return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
 
     @classmethod
@@ -154,25 +179,14 @@ class ProxyServer:
         sides of each request comparison and puts its literals back into the answers. With
         ``accept_drift`` a changed request gets its recorded answer instead of HTTP 422 (the
         difference is kept in ``engine.accepted``)."""
-        recording = load_recording(root)
-        # The engine compares each call's header itself: the client never sees the request's
-        # model, system prompt or tools (the wire's, not a ModelRequest's).
-        client = ReplayModelClient(recording.scripts, check_headers=False)
-        engine = ReplayEngine(
-            client, recording.models, recording.inputs, scrub or Scrub(), accept_drift
-        )
-        return cls(engine, None, port)
+        return cls(replay_engine(root, scrub, accept_drift), None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     def bind(self) -> socket.socket:
         """Bind 127.0.0.1 now (so that :attr:`base_url` is known before serving)."""
         if self._socket is None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", self._port))
-            sock.listen(128)
-            self._socket = sock
+            self._socket = loopback_socket(self._port)
         return self._socket
 
     @property
@@ -221,29 +235,23 @@ class ProxyServer:
             self._close_store()
 
     def start(self) -> ProxyServer:
-        """Serve in a background thread; returns once the server accepts connections."""
-        if self._thread is not None:
+        """Serve in a background thread; returns once the server accepts connections.
+
+        Raises:
+            DshError: the server did not start.
+        """
+        if self._serving is not None:
             return self
-        server = self._uvicorn()
-        sock = self.bind()
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
-            name="dsh-llm-proxy",
-            daemon=True,
-        )
-        self._thread.start()
-        while not server.started:
-            if not self._thread.is_alive():
-                raise DshError("dsh-llm-proxy: the server thread stopped while starting")
-            self._thread.join(0.01)
+        serving = ServingThread(build_app(self.engine), self.bind(), "dsh-llm-proxy", lifespan=True)
+        serving.start()
+        self._serving = serving
         return self
 
     def close(self) -> None:
-        """Stop serving and close the store."""
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join()
-            self._thread = None
+        """Stop serving (promptly: see ``_serving``) and close the store."""
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
         if self._socket is not None:
             self._socket.close()
             self._socket = None

@@ -36,8 +36,6 @@ __all__ = ["JUNE_SCHEMA_VERSION", "ReadOnlySqliteStore"]
 JUNE_SCHEMA_VERSION = 3
 """Upstream's June layout: v4 without ``source_event_seqs`` and ``surface_op``."""
 
-_HEAD_APPLICATION_ID = 0x44534850  # "DSHP": upstream HEAD's v17 files
-
 _V4_HEADER = "id, version, created_at, cwd, parent_session, seed_length"
 _HEADER = {
     JUNE_SCHEMA_VERSION: f"{_V4_HEADER}, NULL, NULL, NULL",
@@ -90,12 +88,6 @@ class ReadOnlySqliteStore:
             raise StoreVersionError(
                 f"{self.path} holds no session store (user_version 0 and no tables); "
                 f"nothing was written"
-            )
-        if version == 17 and application_id == _HEAD_APPLICATION_ID:
-            raise StoreVersionError(
-                f"{self.path} has schema version 17 and application_id {application_id:#010x} "
-                f"(upstream HEAD's store): its layout is not in the upstream sources this build "
-                f"follows, so it is not read; nothing was written"
             )
         if (version, application_id) not in (
             (SCHEMA_VERSION, 0),

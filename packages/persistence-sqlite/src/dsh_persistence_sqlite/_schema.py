@@ -20,6 +20,7 @@ in WAL mode). A file this code does not own is therefore refused with its bytes 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import struct
@@ -33,6 +34,8 @@ __all__ = [
     "DSH_APPLICATION_ID",
     "DSH_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "HEAD_APPLICATION_ID",
+    "HEAD_SCHEMA_VERSION",
     "FileState",
     "Layout",
     "create_private",
@@ -283,8 +286,75 @@ def _check_columns(path: Path, layout: Layout, tables: dict[str, set[str]]) -> N
             )
 
 
+HEAD_SCHEMA_VERSION = 17
+HEAD_APPLICATION_ID = 0x44534850
+"""Upstream HEAD's SQLite store: ``user_version`` 17, ``application_id`` "DSHP" (as measured in
+issue 23; no upstream source or recording available to this build describes its layout)."""
+
+_SHOWN_TABLES, _SHOWN_COLUMNS, _SHOWN_NAME = 8, 12, 40
+
+
+def _shown(name: object) -> str:
+    """A name from the file, safe for a one-line message (a hostile file chooses its names)."""
+    text = "".join(ch if ch.isprintable() and not ch.isspace() else "?" for ch in str(name))
+    return text if len(text) <= _SHOWN_NAME else text[: _SHOWN_NAME - 1] + "…"
+
+
+def found_tables(path: Path) -> str:
+    """The tables ``path`` holds with their columns in order, read without writing a byte,
+    bounded (a few tables and columns) for a one-line message."""
+    try:
+        with contextlib.closing(readonly_connection(path)) as connection:
+            names = [
+                str(row[0])
+                for row in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
+            shown: list[str] = []
+            for name in names[:_SHOWN_TABLES]:
+                columns = [
+                    _shown(row[1])
+                    for row in connection.execute(
+                        "SELECT * FROM pragma_table_info(?) ORDER BY cid", (name,)
+                    )
+                ]
+                more = ", …" if len(columns) > _SHOWN_COLUMNS else ""
+                shown.append(f"{_shown(name)}({', '.join(columns[:_SHOWN_COLUMNS])}{more})")
+    except sqlite3.DatabaseError as exc:
+        return f"tables unreadable ({' '.join(str(exc).split())})"
+    if not names:
+        return "no tables"
+    more = f" and {len(names) - _SHOWN_TABLES} more" if len(names) > _SHOWN_TABLES else ""
+    return f"tables {', '.join(shown)}{more}"
+
+
+def head_error(path: Path) -> StoreVersionError:
+    """The refusal of upstream HEAD's v17 store: what the file holds, why it is not read, and
+    what to do instead, in one line."""
+    try:
+        mode = f"file mode {path.stat().st_mode & 0o777:04o}"
+    except OSError:
+        mode = "file mode unknown"
+    return StoreVersionError(
+        f"{path} has schema version {HEAD_SCHEMA_VERSION} and application_id "
+        f'{HEAD_APPLICATION_ID:#010x} ("DSHP": upstream HEAD\'s store); '
+        f"found {found_tables(path)}; {mode}. "
+        "No upstream source or recording available to this build describes the v17 layout "
+        "(its sources hold schema versions 3 and 4 only), so it is not read; nothing was "
+        "written. To use these sessions: have upstream HEAD write them with its JSONL "
+        "persistence and run `dsh-sessions convert ROOT DST` on that root (HEAD's JSONL logs "
+        "are read losslessly); to have v17 read, add upstream HEAD's "
+        "session-persistence-sqlite sources (its schema.ts) to the upstream sources this "
+        "build follows (../shared/upstream-src)"
+    )
+
+
 def version_error(path: Path, found: int, application_id: int = 0) -> StoreVersionError:
     """The one-line refusal of a file whose schema version this code does not read."""
+    if found == HEAD_SCHEMA_VERSION and application_id == HEAD_APPLICATION_ID:
+        return head_error(path)
     owner = f" and application_id {application_id:#010x}" if application_id else ""
     return StoreVersionError(
         f"{path} has schema version {found}{owner}; this code reads schema version "

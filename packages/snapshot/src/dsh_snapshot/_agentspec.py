@@ -26,6 +26,7 @@ __all__ = [
     "AgentArgv",
     "EnvName",
     "check_agent_env",
+    "check_base_url_env",
     "refused_env_name",
 ]
 
@@ -88,6 +89,27 @@ def refused_env_name(name: str) -> bool:
     if upper in _ALLOWED_PYTHON:
         return False
     return upper in _REFUSED_NAMES or upper.startswith(_REFUSED_PREFIXES)
+
+
+_BASE_URL_SHAPE = ("URL", "BASE", "ENDPOINT", "HOST")
+
+
+def check_base_url_env(name: str) -> str:
+    """The variable the gate points at the proxy must look like one that holds a URL, and
+    must not be one that loads or runs code: the gate sets it to the proxy's URL, and in
+    ``PATH`` or ``LD_LIBRARY_PATH`` that URL's first part (``http``) is a folder relative to the
+    run's cwd, where the scenario's workspace lies.
+
+    Raises:
+        ValueError: it is not (naming it).
+    """
+    if refused_env_name(name) or not any(part in name.upper() for part in _BASE_URL_SHAPE):
+        raise ValueError(
+            f"agent_base_url_env {name!r} is not a base-URL variable: it must name one that "
+            "holds a URL (its name contains URL, BASE, ENDPOINT or HOST, e.g. "
+            "OPENAI_BASE_URL) and no loader, interpreter, shell or path variable"
+        )
+    return name
 
 
 def check_agent_env(base_url_env: str, env: dict[str, str]) -> None:

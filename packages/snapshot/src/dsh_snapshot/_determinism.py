@@ -21,7 +21,6 @@ comparison agree on those:
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from dsh_core import TextPattern
+from dsh_core import TextPattern, host_which
 from dsh_llm_proxy import Scrub
 
 __all__ = [
@@ -217,5 +216,7 @@ def clock_command(clock: str | None, argv: Sequence[str]) -> list[str]:
     }
     # -u FAKETIME_SHARED: a gate itself run under the faketime wrapper (a CI trick) must not
     # hand the agent that wrapper's shared memory, which the sandbox does not let it open.
-    env = shutil.which("env") or "/usr/bin/env"
+    # Absolute PATH entries only: a relative one would find `env` in the run's cwd, where the
+    # scenario's workspace is, and our own (cold) agent is started unconfined.
+    env = host_which("env") or "/usr/bin/env"
     return [env, "-u", "FAKETIME_SHARED", *(f"{k}={v}" for k, v in settings.items()), *argv]

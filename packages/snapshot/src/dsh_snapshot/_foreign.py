@@ -1,21 +1,23 @@
 """Any ACP agent in the snapshot tier: its model calls go through a ``dsh-llm-proxy``.
 
 A scenario whose ``snapshot.yml`` names an ``agent:`` (or a run given ``--agent CMD``) runs that
-agent instead of ours. The gate starts ``dsh-llm-proxy`` as a subprocess and points the agent's
-model base URL (the variable ``agent_base_url_env`` names) at it:
+agent instead of ours. The gate process serves every such run from one ``dsh-llm-proxy``
+(:func:`dsh_llm_proxy.shared_hub`, started on the first foreign run): each run gets a route of
+its own on it, and the agent's model base URL (the variable ``agent_base_url_env`` names) points
+at that route:
 
 - ``replay`` / ``refresh``: the committed ``session.jsonl`` / ``session.N.jsonl`` are staged
-  into a fresh proxy root and the proxy replays them keylessly; at the end its consumption
+  into a fresh proxy root and the run's route replays them keylessly; at the end its consumption
   report is the run's replay report (``assert_consumed``, request mismatches). The proxy writes
   nothing in replay, so the logs of the run are the committed ones: only the stdout frames are
   compared, and the logs are checked by being consumed exactly.
 - ``record-scripted``: the proxy records against the scripted model server (in this process,
   ``model.script.json``) with a placeholder key.
-- ``record``: the proxy records against the live API with the key in *its* environment only;
-  the agent gets a base URL and never a key.
-- ``record-accept`` (``--keep-answers``): keyless; the proxy records against a second proxy
-  that replays the committed recording and answers a changed request (a new prompt, system
-  prompt, tools) with the recorded answer instead of refusing it. The new requests are
+- ``record``: the proxy records against the live API with the key held by the gate's proxy
+  only; the agent gets a base URL and never a key.
+- ``record-accept`` (``--keep-answers``): keyless; the run's route records against a second
+  route that replays the committed recording and answers a changed request (a new prompt,
+  system prompt, tools) with the recorded answer instead of refusing it. The new requests are
   written with the old answers: a request-side change accepted without asking the model.
 
 The recorded proxy root is read back through the proxy's own ``recorded_logs`` (core's log
@@ -30,7 +32,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import shlex
 import sys
 import urllib.parse
@@ -39,16 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from dsh_acp_agent.testing import agent_environment
 from dsh_core import (
     CWD,
     ConfinedCommand,
     CreateOptions,
     DshError,
     SandboxSettings,
+    ScenarioFiles,
     SessionLog,
     SessionMeta,
     ToolSandbox,
@@ -56,13 +56,18 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import REPORT_PATH, open_store, recorded_logs
-from dsh_snapshot._agent import AgentError, AgentProcess
-from dsh_snapshot._agentspec import BASE_URL, DEFAULT_BASE_URL_ENV, AgentArgv, EnvName
+from dsh_llm_proxy import ProxyHub, ProxyRoute, Scrub, open_store, recorded_logs, shared_hub
+from dsh_snapshot._agent import AgentError, ScenarioAgent
+from dsh_snapshot._agentspec import (
+    BASE_URL,
+    DEFAULT_BASE_URL_ENV,
+    AgentArgv,
+    EnvName,
+    check_base_url_env,
+)
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
-from dsh_snapshot._served import served_base_url, stderr_tail
 
 __all__ = [
     "ForeignAgent",
@@ -78,12 +83,6 @@ __all__ = [
     "stage_recording",
 ]
 
-_KEY_ENV = "DSH_PROXY_UPSTREAM_KEY"
-# What the agent must not inherit from the caller: a key it could send past the proxy, a
-# proxy setting that would route its loopback calls elsewhere, or a preloaded library and
-# libfaketime's settings (the agent's clock is the scenario's ``clock:``; a gate run under
-# faketime would hand it shared memory the sandboxed agent may not open).
-_WITHHELD = re.compile(r"(?i)(_API_KEY$|^HTTPS?_PROXY$|^ALL_PROXY$|^LD_PRELOAD$|^FAKETIME)")
 # An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
 # string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
 _MIN_NORMALISED_ID = 8
@@ -122,6 +121,7 @@ class ForeignAgent:
             raise ValueError(f"--agent {command!r}: {exc}") from None
         checked: list[str] = _validated(AgentArgv, argv, f"--agent {command!r}")
         name: str = _validated(EnvName, base_url_env, f"--agent-base-url-env {base_url_env!r}")
+        check_base_url_env(name)
         return cls(tuple(checked), name, from_user=True)
 
     def argv(self, scenario: Path) -> list[str]:
@@ -209,33 +209,6 @@ def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> No
         opened.close()
 
 
-# --- the proxy process ---------------------------------------------------------------------
-
-
-def _proxy_command() -> list[str]:
-    script = Path(sys.executable).with_name("dsh-llm-proxy")
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys, dsh_llm_proxy; sys.exit(dsh_llm_proxy.main())"]
-
-
-@contextlib.contextmanager
-def _proxy(
-    args: Sequence[str], env: Mapping[str, str], log: Path, timeout: float
-) -> Generator[str, None, None]:
-    """``dsh-llm-proxy ARGS`` until the block ends; yields its base URL (``…/v1``)."""
-    command = [*_proxy_command(), *args]
-    with served_base_url(
-        command, what="dsh-llm-proxy", stderr_log=log, timeout=timeout, env=env
-    ) as base_url:
-        yield base_url
-
-
-def _upstream_key_env(key: str) -> dict[str, str]:
-    env = agent_environment({})
-    return {k: v for k, v in env.items() if not _WITHHELD.search(k)} | {_KEY_ENV: key}
-
-
 @dataclass(frozen=True, slots=True)
 class ForeignModel:
     """The model side of a foreign agent's run, as the runner uses it.
@@ -243,14 +216,14 @@ class ForeignModel:
     Attributes:
         agent: the foreign agent.
         scenario: the scenario being run.
-        base_url: the proxy's base URL (what the agent's base-URL variable holds).
-        root: the proxy's recording root (staged fixtures in replay, the recording otherwise).
+        route: the run's route on the process's proxy.
+        root: the route's recording root (staged fixtures in replay, the recording otherwise).
         replaying: whether the proxy replays.
     """
 
     agent: ForeignAgent
     scenario: Scenario
-    base_url: str
+    route: ProxyRoute
     root: Path
     replaying: bool
     sandbox: ToolSandbox = field(default_factory=ToolSandbox)
@@ -259,7 +232,12 @@ class ForeignModel:
     cwd: Path | None = None
     """The run's cwd: the private paths as seen from it are normalised too."""
 
-    def start(self, cwd: Path, timeout: float) -> AgentProcess:
+    @property
+    def base_url(self) -> str:
+        """What the agent's base-URL variable holds: the run's route on the proxy."""
+        return self.route.base_url
+
+    def start(self, cwd: Path, timeout: float) -> ScenarioAgent:
         """Start the agent (always a fresh process: it is not ours to fork warm) in the sandbox
         our ``bash`` tool runs in (SECURITY.md): the host read-only, only the run's cwd and a
         private home and temp dir writable, no terminal, nothing outliving it, and a network of
@@ -282,7 +260,7 @@ class ForeignModel:
         )
         self.confined.append(confined)
         try:
-            return AgentProcess(cwd, confined.env, timeout, command=confined.argv,
+            return ScenarioAgent(cwd, confined.env, timeout, command=confined.argv,
                                 pass_fds=confined.pass_fds)  # fmt: skip
         finally:
             confined.started()
@@ -292,14 +270,8 @@ class ForeignModel:
         drifted from the recording), then the agent's own error and its stderr's tail."""
         problems: list[str] = []
         if self.replaying:
-            with contextlib.suppress(AgentError):
-                report = _fetch_report(self.base_url, 10.0, self.root.parent / "proxy.stderr")
-                raw = (
-                    cast(dict[str, Any], report).get("problems")
-                    if isinstance(report, dict)
-                    else None
-                )
-                problems = [str(p) for p in cast(list[Any], raw or [])]
+            with contextlib.suppress(DshError):
+                problems = list(self.route.report().problems)
         where = f"the agent stopped: {error}; its stderr ends: {stderr}"
         return f"{problems[0]} ({where})" if problems else where
 
@@ -351,6 +323,7 @@ def foreign_model(
     api_key: str | None,
     timeout: float,
     cwd: Path | None = None,
+    hide: Sequence[str] = (),
     keep_answers: bool = False,
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
@@ -366,26 +339,24 @@ def foreign_model(
     check_not_recorded_with_override(scenario)
     root = tmp / "proxy-root"
     root.mkdir()
-    log = tmp / "proxy.stderr"
     # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
     # bash tool's sandbox, reaching only the proxy.
     mode = "strict" if os.environ.get("CI") == "true" else "warn"
-    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
+    settings = SandboxSettings(
+        sandbox=mode, sandbox_network="deny", sandbox_hide=os.pathsep.join(hide)
+    )
+    sandbox = ToolSandbox(settings, root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
-            args = ["replay", "--root", str(root), *_scrub_arguments(scenario, sandbox, cwd)]
-            env = _upstream_key_env("")
-            env.pop(_KEY_ENV)
+            route = _hub().replay(root, scrub=_scrub(scenario, sandbox, cwd))
         else:
             # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
             provider = live_provider()
             key = api_key
             if keep_answers:
-                upstream, key = (
-                    stack.enter_context(_kept_answers(scenario, store, tmp, timeout, cwd, sandbox)),
-                    "kept",
-                )
+                kept = _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
+                upstream, key = stack.enter_context(kept), "kept"
             elif scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
             else:
@@ -394,76 +365,58 @@ def foreign_model(
                 raise AgentError(
                     f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
                 )
-            args = ["record", "--root", str(root), "--store", store, "--upstream", upstream]
-            args += ["--api-key-env", _KEY_ENV]
-            env = _upstream_key_env(key)
-        base_url = stack.enter_context(_proxy(args, env, log, timeout))
-        model = ForeignModel(agent, scenario, base_url, root, replaying, sandbox, cwd=cwd)
+            route = _hub().record(root, upstream=upstream, api_key=key, store=store)
+        stack.enter_context(route)
+        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd)
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
-            report = _fetch_report(base_url, timeout, log)
+            report = route.report().as_json()
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
 
 
-def _scrub_arguments(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> list[str]:
-    """The replaying proxy's ``--literal`` / ``--scrub`` arguments: the run's paths become
-    the placeholders the recording holds (and are put back into its answers), then the
-    scenario's own scrubbers, on both sides of each request comparison."""
+def _hub() -> ProxyHub:
+    """The process's proxy (one serves every foreign run of a gate or a pytest worker)."""
+    try:
+        return shared_hub()
+    except (DshError, OSError) as exc:
+        raise AgentError(f"dsh-llm-proxy did not start: {exc}") from None
+
+
+def _scrub(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> Scrub:
+    """The replaying route's literals and scrubbers: the run's paths become the placeholders
+    the recording holds (and are put back into its answers), then the scenario's own
+    scrubbers, on both sides of each request comparison."""
     paths = [(name, value) for value, name in private_paths(sandbox, cwd).items()]
     if cwd is not None:
         paths.append((CWD, str(cwd)))
-    args = [f"--literal={name}={value}" for name, value in paths]
     scrubbers = scenario.meta.scrub if scenario.meta is not None else ()
-    args += [f"--scrub={s.placeholder}={s.pattern}" for s in scrubbers]
-    return args
-
-
-def _fetch_report(base_url: str, timeout: float, log: Path) -> object:
-    url = base_url.removesuffix("/v1") + REPORT_PATH
     try:
-        # trust_env=False: the caller's HTTP(S)_PROXY must not route a loopback call.
-        with httpx.Client(trust_env=False, timeout=timeout) as http:
-            return http.get(url).raise_for_status().json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise AgentError(
-            f"dsh-llm-proxy: no consumption report ({exc}); stderr: {stderr_tail(log)}"
-        ) from None
+        return Scrub.build(paths, [(s.placeholder, s.pattern) for s in scrubbers])
+    except ValueError as exc:
+        raise AgentError(f"{scenario.path}: dsh-llm-proxy: {exc}") from None
 
 
 @contextlib.contextmanager
 def _kept_answers(
-    scenario: Scenario,
-    store: str,
-    tmp: Path,
-    timeout: float,
-    cwd: Path | None,
-    sandbox: ToolSandbox,
+    scenario: Scenario, store: str, tmp: Path, scrub: Scrub
 ) -> Generator[str, None, None]:
-    """A replaying proxy over the committed recording that answers changed requests anyway
-    (``--accept-drift``); yields its base URL, the recording proxy's upstream. When the block
+    """A route replaying the committed recording that answers changed requests anyway
+    (``accept_drift``); yields its base URL, the recording route's upstream. When the block
     ends, the recording must have been consumed exactly: a run that asked more, fewer or
     other calls than were recorded has no recorded answer to keep."""
     root = tmp / "proxy-recorded"
     root.mkdir()
     stage_recording(scenario.session_files, root, store)
-    args = ["replay", "--root", str(root), "--accept-drift"]
-    args += _scrub_arguments(scenario, sandbox, cwd)
-    env = _upstream_key_env("")
-    env.pop(_KEY_ENV)
-    log = tmp / "proxy-recorded.stderr"
-    with _proxy(args, env, log, timeout) as base_url:
-        yield base_url
-        report = _fetch_report(base_url, timeout, log)
-    raw = cast(dict[str, Any], report) if isinstance(report, dict) else {}
-    problems = [str(p) for p in cast(list[Any], raw.get("problems") or [])]
+    with _hub().replay(root, scrub=scrub, accept_drift=True) as route:
+        yield route.base_url
+        problems, accepted = list(route.report().problems), route.accepted()
     if problems:
         raise AgentError(
             f"the recorded answers do not fit the new requests ({problems[0]}): they need "
             f"the model; record again: dsh-snapshot record --scripted {scenario.path} "
-            f"(model.script.json) or dsh-snapshot record {scenario.path} (live)"
+            f"({ScenarioFiles.SCRIPT}) or dsh-snapshot record {scenario.path} (live)"
         )
-    accepted = [str(a) for a in cast(list[Any], raw.get("accepted") or [])]
     (tmp / "accepted.json").write_text(json.dumps(accepted), encoding="utf-8")
 
 
@@ -475,7 +428,7 @@ def _scripted_upstream(scenario: Scenario) -> Generator[str, None, None]:
     )
 
     if scenario.script_file is None:
-        raise AgentError(f"{scenario.path}: record --scripted needs model.script.json")
+        raise AgentError(f"{scenario.path}: record --scripted needs {ScenarioFiles.SCRIPT}")
     with ScriptedModelServer() as server:
         for session in load_script_file(scenario.script_file):
             server.add_session(session)

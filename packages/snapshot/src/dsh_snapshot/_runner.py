@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_run
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ProcessConfinement, ScenarioFiles
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, PluginError, store_backend, store_run
 from dsh_llm_replay import (
     NotConsumedError,
     OverrideError,
@@ -30,12 +30,13 @@ from dsh_llm_replay import (
     ReplayReport,
     ReplaySettings,
 )
-from dsh_snapshot._agent import AgentError, AgentProcess, agent_command
+from dsh_snapshot._agent import AgentError, ScenarioAgent, agent_command
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import (
     ConfinementError,
     check_scenario_links,
     check_step_paths,
+    checkout_roots,
     copy_workspace,
 )
 from dsh_snapshot._determinism import clock_command
@@ -63,10 +64,14 @@ from dsh_snapshot._provenance import (
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._recorded_env import recorded_provider_env
 from dsh_snapshot._request_drift import drift_failures, header_note
-from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario, ScenarioError
+from dsh_snapshot._scenario import AllowEntry, Scenario, ScenarioError
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
+
+BASH_NETWORK_ENV = "DSH_BASH_NETWORK"
+"""Set to ``1`` by the user for a live ``record`` to give the network to the commands of
+scenarios whose ``snapshot.yml`` asks for it (``bash_network: true``)."""
 
 __all__ = [
     "ScenarioResult",
@@ -162,8 +167,10 @@ def write_fixtures(
     if scenario.meta is not None:
         allowlist = scenario.meta.secrets_allowlist
         if recording is not None:
-            meta_text = (scenario.path / META_FILE).read_text(encoding="utf-8")
-            files[META_FILE] = with_provenance(meta_text, recording, provenance, scenario.meta.loop)
+            meta_text = scenario.files.meta.read_text(encoding="utf-8")
+            files[ScenarioFiles.META] = with_provenance(
+                meta_text, recording, provenance, scenario.meta.loop
+            )
     return publish_fixtures(scenario.path, files, allowlist=allowlist, literals=literals)
 
 
@@ -268,11 +275,11 @@ def _compare(
     if len(exp_logs) != len(logs):
         result.failures.append(
             f"session count: expected {len(exp_logs)} logs "
-            f"(session.jsonl + {max(len(exp_logs) - 1, 0)} children), "
+            f"({ScenarioFiles.PRIMARY} + {max(len(exp_logs) - 1, 0)} children), "
             f"harvested {len(logs)}"
         )
     for index, (exp, act) in enumerate(zip(exp_logs, logs, strict=False)):
-        name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
+        name = ScenarioFiles.session_name(index)
         diff = first_difference(name, exp, act)
         if diff is not None:
             result.differences.append(diff)
@@ -338,6 +345,15 @@ def run_scenario(
     return result
 
 
+def _unrequested_server_store(name: str, settings: SnapshotSettings) -> bool:
+    if name in settings.persistences:
+        return False
+    try:
+        return not store_backend(name).embedded
+    except PluginError:
+        return False  # an unknown backend fails where it is opened, naming itself
+
+
 def _meets_expectations(scenario: Scenario, result: ScenarioResult) -> bool:
     """Record modes: check ``expect:`` of ``snapshot.yml``; a miss writes nothing."""
     if scenario.meta is None or not scenario.meta.expect:
@@ -363,6 +379,14 @@ def _run(
     if findings:
         result.failures.extend(f"key scan: {f}" for f in findings)
         return
+    if _unrequested_server_store(result.persistence, settings):
+        # snapshot.yml may pin a store, but a server is a host resource the user points the
+        # gate at, never a pull request: a server store runs only when asked for.
+        result.failures.append(
+            f"snapshot.yml pins the server store {result.persistence!r}, which the gate "
+            f"reaches only when asked for (--persistence {result.persistence}): not run"
+        )
+        return
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
     # What the run stored goes with it, wherever its store keeps it (a server store's
     # namespace too, not only the folder below).
@@ -376,19 +400,45 @@ def _run(
             cwd.mkdir()
         check_step_paths(scenario, cwd)
         root.mkdir()
+        # The agent's temp dir (its commands' private home and tmp, spill files) is the run's:
+        # removed with it even when the agent is killed before its own clean-up runs.
+        (tmp / "tmp").mkdir()
         env = {
+            "TMPDIR": str(tmp / "tmp"),
             "DSH_SESSIONS_ROOT": str(root),
             "DSH_PERSISTENCE": result.persistence,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
+        if scenario.meta is not None and scenario.meta.max_delegation_depth is not None:
+            env["DSH_MAX_DELEGATION_DEPTH"] = str(scenario.meta.max_delegation_depth)
         replaying = settings.replaying or scenario.authored
-        # Recorded commands run confined and without network, in every mode; a live recording
-        # gives them the network only when snapshot.yml says bash_network: true.
-        network = not replaying and scenario.meta is not None and scenario.meta.bash_network
+        # Recorded commands run confined and without network, in every mode. The network is
+        # the user's to give, never a scenario's (a pull request writes snapshot.yml): only a
+        # live `record` run with DSH_BASH_NETWORK=1 gives it, to the scenarios that ask for it
+        # (bash_network: true). A scripted record (the model is the scenario's own script)
+        # never does.
+        network = (
+            settings.mode == "record"
+            and scenario.meta is not None
+            and scenario.meta.bash_network
+            and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
+        )
+        hidden = checkout_roots([scenario.path, Path.cwd()])
+        sandbox_mode: Literal["strict", "warn"] = (
+            "strict" if os.environ.get("CI") == "true" else "warn"
+        )
         env |= {
-            "DSH_SANDBOX": "strict" if os.environ.get("CI") == "true" else "warn",
+            "DSH_SANDBOX": sandbox_mode,
             "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
+            # The checkout the scenario (and the gate) are in: its .env and .git are hidden.
+            "DSH_SANDBOX_HIDE": os.pathsep.join(hidden),
         }
+        # The warm agent confines itself after its fork: a replay's model is a file, so it
+        # gets no network at all; a server store must still be reached (TCP or its socket).
+        embedded = store_backend(result.persistence).embedded
+        confinement = ProcessConfinement(
+            network=not (replaying and embedded), unix_sockets=not embedded, mode=sandbox_mode
+        )
         replay = replay_settings(scenario, tmp, settings) if replaying else None
         foreign = foreign_agent(scenario, settings.agent)
         model: ForeignModel | None = None
@@ -407,6 +457,7 @@ def _run(
                         timeout=settings.timeout,
                         cwd=cwd,
                         keep_answers=settings.mode == "record-accept",
+                        hide=hidden,
                     )
                 )
             elif settings.mode == "record-accept":
@@ -421,8 +472,8 @@ def _run(
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
-                        f"{scenario.path}: record --scripted needs model.script.json "
-                        f"(or a bare-array replay.override.json)"
+                        f"{scenario.path}: record --scripted needs {ScenarioFiles.SCRIPT} "
+                        f"(or a bare-array {ScenarioFiles.OVERRIDE})"
                     )
                 # The live provider's profile, played by the scripted server: the agent's
                 # variables come from that provider's settings model, whatever its prefix.
@@ -446,13 +497,15 @@ def _run(
                 # (a forked child keeps its parent's clock).
                 command = clock_command(clock, agent_command())
                 agent_env = agent_environment(env)
-                agent = AgentProcess(cwd, agent_env, settings.timeout, command=command)
+                agent = ScenarioAgent(cwd, agent_env, settings.timeout, command=command)
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
                 # A scenario must not depend on what the caller exported; a replay never sees
                 # a key.
                 agent_env = agent_environment(env)
-                agent = AgentProcess(cwd, agent_env, settings.timeout, fork_server=server)
+                agent = ScenarioAgent(
+                    cwd, agent_env, settings.timeout, fork_server=server, confinement=confinement
+                )
             try:
                 for step in scenario.steps:
                     agent.run_step(step)

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, SessionLog, read_log_text
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ProcessConfinement, SessionLog, read_log_text
 from dsh_core.plugins import (
     DEFAULT_STORE_BACKEND,
     model_env_prefixes,
@@ -45,7 +45,7 @@ class ResponseError(AssertionError):
 
 def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This environment minus every ``DSH_*`` variable and every installed model provider's
-    (``DEEPSEEK_*``…), plus ``overrides``.
+    (``OPENAI_*``…), plus ``overrides``.
 
     Kept: ``DSH_ALLOW_MODEL_REQUESTS`` (a test run's "no live calls" reaches its agents) and
     the variables of every installed store backend's ``env_prefixes`` (``DSH_POSTGRES_*``,
@@ -88,6 +88,8 @@ class AgentProcess:
             fresh interpreter (see :class:`dsh_acp_agent.AgentForkServer`).
         pass_fds: descriptors the process inherits (a sandbox's, see
             :class:`dsh_core.ConfinedCommand`).
+        confinement: how a forked child confines itself (see
+            :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``).
 
     Attributes:
         process: the subprocess.
@@ -106,6 +108,7 @@ class AgentProcess:
         start_timeout: float = _WAIT_S,
         fork_server: AgentForkServer | None = None,
         pass_fds: Sequence[int] = (),
+        confinement: ProcessConfinement | None = None,
     ) -> None:
         argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
         self.timeout = timeout
@@ -127,7 +130,9 @@ class AgentProcess:
         self.process: subprocess.Popen[bytes] | ForkedAgent
         if fork_server is not None:
             # Warm: a fresh child forked from a pre-imported agent (``command`` is not used).
-            self.process = fork_server.spawn(cwd, env, timeout=max(timeout, start_timeout))
+            self.process = fork_server.spawn(
+                cwd, env, timeout=max(timeout, start_timeout), confinement=confinement
+            )
         else:
             self.process = subprocess.Popen(
                 argv,
