@@ -417,13 +417,15 @@ def _install_vibe(session: nox.Session, dest: pathlib.Path) -> pathlib.Path:
 def third_party_agents(session: nox.Session) -> None:
     """Install Qwen Code (npm) and Mistral Vibe (PyPI) pinned, then gate them keylessly."""
     sync(session, "test")
-    home = ROOT / ".nox" / "third-party"
+    # Outside the checkout: the agents' sandbox hides the checkout (its .env and .git) and
+    # /tmp, so they are installed in the user's cache (DSH_THIRD_PARTY_HOME overrides it).
+    cache = os.environ.get("DSH_THIRD_PARTY_HOME") or "~/.cache/dsh-py/third-party"
+    home = pathlib.Path(cache).expanduser()
     launchers = {
         "qwen": _install_qwen(session, home / "qwen"),
         "vibe-acp": _install_vibe(session, home / "vibe"),
     }
-    # Only the launchers go on PATH (not the vibe venv's own python), in a folder the agents'
-    # sandbox can read (it hides /tmp).
+    # Only the launchers go on PATH (not the vibe venv's own python).
     bin_dir = home / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, target in launchers.items():
