@@ -179,6 +179,9 @@ def snapshot(session: nox.Session) -> None:
     if "--splits" in session.posargs:
         # One shard of a CI matrix: pytest-split cuts the items by the committed .test_durations.
         gate = ["--dsh-snapshots", "snapshots", "-n", "auto", "-p", "no:cacheprovider"]
+        # The project's configuration, never one found in the scenario tree (a pull request's
+        # snapshots/pytest.ini could deselect a failing scenario or load a plugin of its own).
+        gate = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), *gate]
         session.run("pytest", *gate, *session.posargs)
     else:
         report = ["--html-report", str(ROOT / "build" / "snapshot-report.html")]

@@ -11,6 +11,7 @@ from dsh_core.testing import assert_public_api
 
 _PUBLIC: dict[str, list[str]] = {
     "dsh_core": [
+        "ALLOW_MODEL_REQUESTS",
         "ALLOW_MODEL_REQUESTS_ENV",
         "Agent",
         "AgentConfig",
@@ -47,6 +48,7 @@ _PUBLIC: dict[str, list[str]] = {
         "ModelClient",
         "ModelError",
         "ModelRequest",
+        "ModelRequestsDisabledError",
         "Normalizer",
         "OutputCollector",
         "PACKED_ROW_TYPES",
@@ -63,6 +65,7 @@ _PUBLIC: dict[str, list[str]] = {
         "SandboxMechanisms",
         "SandboxSettings",
         "SandboxUnavailableError",
+        "ScenarioFiles",
         "ScriptEntry",
         "ScriptPlayer",
         "SeqError",
@@ -106,6 +109,7 @@ _PUBLIC: dict[str, list[str]] = {
         "atomic_write",
         "bash_argument_errors",
         "check_batch",
+        "check_model_request",
         "close_open_turn",
         "completed_turn_prefix",
         "confine_process",
@@ -122,6 +126,7 @@ _PUBLIC: dict[str, list[str]] = {
         "header_change",
         "header_from_json",
         "host_which",
+        "is_loopback_url",
         "is_parallel_safe",
         "is_secret_name",
         "json_depth",
@@ -130,6 +135,7 @@ _PUBLIC: dict[str, list[str]] = {
         "log_normalizer",
         "loop_behaviour",
         "messages_from_events",
+        "model_requests_allowed",
         "new_created_at",
         "next_turn_number",
         "normalize_frames",

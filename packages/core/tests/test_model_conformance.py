@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 import pytest
 
@@ -127,6 +128,15 @@ class Remote(Wrapped):
         yield
 
 
+class OwnGuard(Wrapped):
+    # A guard of its own that reads only the environment, not core's switch.
+    async def _stream(self, request):
+        if os.environ.get("DSH_ALLOW_MODEL_REQUESTS") == "0":
+            raise ModelError("live calls are off", code="MODEL_REQUESTS_DISABLED")
+        raise ModelError("connection refused", code="NETWORK")
+        yield
+
+
 def hook(client):
     @pytest.fixture
     def scripted_client(self):
@@ -176,6 +186,14 @@ class TestNoGuard(ModelClientConformance):
     @pytest.fixture
     def remote_client(self):
         return lambda: Remote([])
+
+
+class TestOwnGuard(ModelClientConformance):
+    scripted_client = hook(Wrapped)
+
+    @pytest.fixture
+    def remote_client(self):
+        return lambda: OwnGuard([])
 '''
 
 _BREAKS = {
@@ -191,6 +209,8 @@ _BREAKS = {
     ("TestIgnoresCancel", "test_a_cancelled_call_ends_and_leaves_the_client_usable"),
     ("TestEchoesTheKey", "test_no_error_message_carries_the_key"),
     ("TestNoGuard", "test_a_remote_call_is_refused_while_live_calls_are_off"),
+    ("TestNoGuard", "test_the_core_switch_refuses_a_remote_call"),
+    ("TestOwnGuard", "test_the_core_switch_refuses_a_remote_call"),
 }
 """Which tests each broken client fails: its own rule's, and none of the others' but where
 breaking one rule breaks another by necessity (said above)."""

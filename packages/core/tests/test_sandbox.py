@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import string
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from dsh_core import (
     ToolOutcome,
     ToolSandbox,
     is_secret_name,
+    plugins,
     tool_environment,
 )
+from dsh_core._sandbox import _provider_names
 from dsh_core.testing import tool_context
 
 pytestmark = pytest.mark.anyio
@@ -45,17 +48,37 @@ def _tool(mode: str = "strict", network: str = "deny", **kwargs: object) -> Bash
 # --- environment ----------------------------------------------------------------------------
 
 
+@pytest.fixture
+def acme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An installed model provider ``acme``: its settings read ``ACME_*``, its key sits in
+    ``ACME_CREDS`` (no secret-shaped word: only the provider says it is one)."""
+    monkeypatch.setattr(plugins, "model_env_prefixes", lambda: ("ACME_",))
+    monkeypatch.setattr(plugins, "secret_env_names", lambda: ("ACME_CREDS", "VENDOR_CREDS"))
+    _provider_names.cache_clear()
+    yield
+    _provider_names.cache_clear()
+
+
+def test_installed_providers_name_their_variables(acme: None) -> None:
+    # no vendor is named in core: the installed providers' prefixes and secrets are asked for
+    assert is_secret_name("ACME_BASE_URL")
+    assert is_secret_name("acme_model")
+    assert is_secret_name("VENDOR_CREDS")
+    assert not is_secret_name("VENDOR_REGION")
+    assert not is_secret_name("EDITOR")
+
+
 async def test_env_holds_no_secret_and_a_private_home(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acme: None
 ) -> None:
     key = _fake_key()
-    names = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "MY_PASSWORD", "DSH_X",
-             "AWS_SECRET_ACCESS_KEY", "AZURE_CLIENT_SECRET")  # fmt: skip
+    names = ("ACME_CREDS", "VENDOR_CREDS", "OPENAI_API_KEY", "GITHUB_TOKEN", "MY_PASSWORD",
+             "DSH_X", "AWS_SECRET_ACCESS_KEY", "AZURE_CLIENT_SECRET")  # fmt: skip
     for name in names:
         monkeypatch.setenv(name, key)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     tool = _tool("off")
-    outcome = await _bash(tmp_path, "env; printenv DEEPSEEK_API_KEY", tool)
+    outcome = await _bash(tmp_path, "env; printenv ACME_CREDS", tool)
     assert key not in outcome.text
     assert outcome.text.endswith("[exit code: 1]")  # printenv of an unset variable exits 1
     env = dict(line.split("=", 1) for line in outcome.text.splitlines() if "=" in line)
@@ -66,7 +89,7 @@ async def test_env_holds_no_secret_and_a_private_home(
     assert not any(is_secret_name(name) for name in env)
 
 
-def test_allow_listing_passes_harmless_names_and_never_secret_ones() -> None:
+def test_allow_listing_passes_harmless_names_and_never_secret_ones(acme: None) -> None:
     key = _fake_key()
     source = {
         "EDITOR": "vi",
@@ -75,7 +98,8 @@ def test_allow_listing_passes_harmless_names_and_never_secret_ones() -> None:
         "GOOGLE_APPLICATION_CREDENTIALS": "/c.json",
         "GITHUB_TOKEN": key,
         "CI_JOB_JWT": key,
-        "DEEPSEEK_BASE_URL": "http://x",
+        "ACME_BASE_URL": "http://x",
+        "VENDOR_CREDS": key,
         "OPENAI_ORG": "o",
         "dsh_lower": key,
         "SSH_AUTH_SOCK": "/s",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from dsh_llm_deepseek import DeepSeekSettings
-from dsh_llm_deepseek.testing import ScriptedModelServer
-
-TEST_KEY = "sk-dsh-test-7f3a9c51e2b84d06aa11"
+from dsh_llm_openai.testing import TEST_KEY, settings_factory
+from dsh_scripted_server import ScriptedModelServer
 
 
 @pytest.fixture
@@ -27,7 +23,7 @@ def test_key() -> str:
 
 @pytest.fixture
 def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as srv:
+    with ScriptedModelServer(profile=DeepSeekSettings) as srv:
         yield srv
 
 
@@ -35,25 +31,6 @@ SettingsFactory = Callable[..., DeepSeekSettings]
 
 
 @pytest.fixture
-def make_settings(monkeypatch: pytest.MonkeyPatch) -> SettingsFactory:
-    """Settings with short timeouts and waits, isolated from any DEEPSEEK_* in the env."""
-    for name in list(os.environ):
-        if name.startswith("DEEPSEEK_"):
-            monkeypatch.delenv(name)
-
-    def factory(base_url: str, **overrides: Any) -> DeepSeekSettings:
-        values: dict[str, Any] = {
-            "api_key": SecretStr(TEST_KEY),
-            "base_url": base_url,
-            "connect_timeout": 2.0,
-            "stream_idle_timeout": 5.0,
-            "send_session_id": True,
-            "max_retries": 2,
-            "retry_base_wait": 0.01,
-            "retry_max_wait": 0.05,
-            "max_retry_after": 2.0,
-        }
-        values.update(overrides)
-        return DeepSeekSettings(**values)
-
-    return factory
+def make_settings() -> SettingsFactory:
+    """DeepSeek settings with short timeouts and waits; no DEEPSEEK_* of the environment."""
+    return settings_factory(DeepSeekSettings)

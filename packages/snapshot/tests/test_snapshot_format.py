@@ -15,9 +15,7 @@ import yaml
 from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_scripted_server import load_script_file
 from dsh_snapshot import ScenarioError, load_scenario
-from dsh_snapshot._needs import STEP_FIELDS
 from dsh_snapshot._scaffold import mark_scripted, scaffold_scenario
-from dsh_snapshot._steps import STRICT_STEP_MODELS
 from dsh_snapshot.cli import main
 from dsh_snapshot.schemas import SCHEMA_DIR, SCHEMA_FILES, schema_problems, write_schemas
 
@@ -74,14 +72,6 @@ def test_a_stale_or_missing_schema_is_named(tmp_path: Path) -> None:
 def test_the_schemas_ship_in_the_package() -> None:
     names = {path.name for path in SCHEMA_DIR.glob("*.schema.json")}
     assert names == {name for name, _ in SCHEMA_FILES.values()}
-
-
-def test_step_fields_of_the_needs_check_match_the_strict_models() -> None:
-    fields = {
-        model.model_json_schema()["properties"]["op"]["const"]: set(model.model_fields) - {"op"}
-        for model in STRICT_STEP_MODELS
-    }
-    assert fields == {op: set(known) for op, known in STEP_FIELDS.items()}
 
 
 def _committed() -> list[Path]:

@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -419,6 +420,25 @@ def _pinned_server_store(world: World) -> list[str]:
     return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
 
 
+def _checkout_read(world: World) -> list[str]:
+    """A recorded command reads the checkout's .env and .git (the README keeps the key in
+    .env; a CI checkout keeps its token in .git/config) and turns it round, past any
+    redaction by key shape (red team F3)."""
+    repo = world.repo()
+    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
+    command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
+    return _replay(_bash_scenario(world, command))
+
+
+def _checkout_unread(world: World) -> None:
+    turned = world.box.outside_key[::-1].encode()
+    assert turned not in (world.out + world.err).encode()
+    for path in world.box.root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.name not in (".env", "config"):
+            assert turned not in path.read_bytes(), path
+
+
 def _markup_profile(world: World) -> list[str]:
     folder = world.box.scenario("markup")
     (folder / "snapshot.yml").write_text(META.replace("profile: sdk", "profile: '[/red]evil'"))
@@ -602,6 +622,12 @@ CASES = [
         code=1,
     ),
     Case(
+        "checkout-env-and-git-are-hidden-from-commands",
+        _checkout_read,
+        code=1,
+        check=_checkout_unread,
+    ),
+    Case(
         "yaml-error-never-quotes-the-line",
         _yaml_error,
         expect=("snapshot.yml", "invalid YAML at line 7"),
@@ -684,6 +710,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "readyfile",
         "launcher",
         "network",
+        "checkout",
         "store",
         "snapshot-yml",
         "report",
@@ -734,3 +761,43 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     assert box.leaks(run.stdout.encode()) == []
     assert box.leaks(run.stderr.encode()) == []
     assert "masked" in run.stdout
+
+
+def test_a_conftest_in_the_scenario_tree_is_never_imported(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # pytest imports every conftest.py of the folders it collects, in the gate's own process
+    # (red team F9): one at the top of the tree and one in a scenario folder, each of which
+    # would leave a mark.
+    box = Sandbox.create(tmp_path)
+    folder = _bash_scenario(World(box, ""), "echo hi")
+    mark = box.sentinel / "conftest-ran"
+    for where in (box.scenarios, folder.parent, folder):
+        (where / "conftest.py").write_text(f"open({str(mark)!r}, 'a').write('ran')\n")
+    run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q")
+    assert "conftest" not in run.stderr, run.stderr
+    assert re.search(r"\b1 failed\b", run.stdout), run.stdout  # collected and run all the same
+    assert not mark.exists(), "a conftest.py of the scenario tree ran in the gate"
+
+
+def test_a_pytest_ini_in_the_scenario_tree_is_refused(tmp_path: Path) -> None:
+    # pytest looks for its configuration from the common folder of its arguments upwards: a
+    # pull request's snapshots/pytest.ini would win over the project's (red team F13), with an
+    # addopts that deselects the failing scenario.
+    box = Sandbox.create(tmp_path)
+    folder = _bash_scenario(World(box, ""), "echo hi")
+    (box.scenarios / "pytest.ini").write_text('[pytest]\naddopts = -k "not bash"\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dsh-snapshots",
+         str(box.scenarios)],
+        cwd=box.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 4, run.stdout + run.stderr  # a usage error, nothing ran
+    assert f"from {box.scenarios / 'pytest.ini'}" in run.stderr
+    assert "name the project's own with -c" in run.stderr
+    assert folder.is_dir()

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from dsh_snapshot import load_scenario, run_scenario
-from dsh_snapshot._agent import AgentError, AgentProcess
-from dsh_snapshot._needs import STEP_FIELDS, step_needs
+from dsh_snapshot._agent import AgentError, ScenarioAgent
+from dsh_snapshot._needs import step_needs
 from dsh_snapshot._scenario import Step
+from dsh_snapshot._steps import OPS
 
 # A scripted ACP peer: answers initialize and session/new (rejecting additionalDirectories with
 # -32602, as upstream's bridge does), and for session/prompt streams a thought chunk, waits
@@ -79,8 +80,8 @@ def peer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return received
 
 
-def _drive(tmp_path: Path, steps: list[dict[str, Any]]) -> AgentProcess:
-    agent = AgentProcess(tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=30)
+def _drive(tmp_path: Path, steps: list[dict[str, Any]]) -> ScenarioAgent:
+    agent = ScenarioAgent(tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=30)
     with agent:
         for step in steps:
             agent.run_step(Step.model_validate(step))
@@ -190,7 +191,7 @@ def test_every_harness_op_is_driven() -> None:
         "cancel": set[str](),
     }
     for op, fields in june.items():
-        assert STEP_FIELDS[op] == fields
+        assert OPS.fields[op] == fields
 
 
 def _folder(root: Path, steps: list[dict[str, Any]], tools: tuple[str, ...] = ()) -> Path:

@@ -82,7 +82,7 @@ def describe_validation_error(exc: ValidationError, env_prefix: str) -> str:
 
     Args:
         exc: the error pydantic-settings raised while reading the environment.
-        env_prefix: the settings class's ``env_prefix`` (``"DSH_"``, ``"DEEPSEEK_"``…).
+        env_prefix: the settings class's ``env_prefix`` (``"DSH_"``, ``"OPENAI_"``…).
 
     Returns:
         ``"invalid DSH_MAX_STEPS='0': Input should be greater than or equal to 1"`` style text.

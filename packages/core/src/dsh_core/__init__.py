@@ -62,6 +62,12 @@ from dsh_core._events import (
     user_message,
 )
 from dsh_core._jsondepth import MAX_JSON_DEPTH, JsonDepthError, json_depth, loads_bounded
+from dsh_core._live_guard import (
+    ModelRequestsDisabledError,
+    check_model_request,
+    is_loopback_url,
+    model_requests_allowed,
+)
 from dsh_core._lockfile import WriterLock
 from dsh_core._logformat import (
     PACKED_ROW_TYPES,
@@ -138,6 +144,7 @@ from dsh_core._sandbox import (
     is_secret_name,
     tool_environment,
 )
+from dsh_core._scenario_files import ScenarioFiles
 from dsh_core._script_player import (
     PARTIAL_TEXT,
     ChunksEntry,
@@ -169,6 +176,11 @@ from dsh_core._subagent_tool import SubagentTool
 from dsh_core._todo import TODO_STATUSES, TodoWriteTool
 from dsh_core._tools import Tool, ToolContext, ToolOutcome, is_parallel_safe
 from dsh_core._validate import validate_arguments
+
+ALLOW_MODEL_REQUESTS = True
+"""Whether any model client may reach a non-loopback host; ``False`` turns live calls off for
+every provider (see :func:`check_model_request`; ``DSH_ALLOW_MODEL_REQUESTS=0`` does the same
+through the environment)."""
 
 __all__ = [
     # log format
@@ -223,7 +235,12 @@ __all__ = [
     "now_ms",
     "prepare_header",
     # model, tools, subagents
+    "ALLOW_MODEL_REQUESTS",
     "ALLOW_MODEL_REQUESTS_ENV",
+    "ModelRequestsDisabledError",
+    "check_model_request",
+    "is_loopback_url",
+    "model_requests_allowed",
     "AssistantMessage",
     "Delegation",
     "Message",
@@ -277,6 +294,7 @@ __all__ = [
     "StoreCorruptError",
     "StoreVersionError",
     # files
+    "ScenarioFiles",
     "atomic_write",
     # normalisation (comparing runs)
     "CWD",

@@ -24,7 +24,9 @@ Settings (``DSH_*``, read by :class:`SandboxSettings`):
   the environment is still allow-listed);
 - ``DSH_SANDBOX_NETWORK``: ``allow`` (the default) or ``deny``;
 - ``DSH_TOOL_ENV_ALLOW``: comma-separated extra variable names to pass; credential-shaped
-  names are dropped even when listed here.
+  names are dropped even when listed here;
+- ``DSH_SANDBOX_HIDE``: further folders to hide (``os.pathsep``-separated): the gate names the
+  checkout it runs from, whose ``.env`` and ``.git`` a command must not read.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ NetworkMode = Literal["allow", "deny"]
 
 _PASSED_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ"})
 _PASSED_PREFIXES = ("LC_",)
-_NEVER_PREFIXES = ("DEEPSEEK_", "DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
+# Ours and the clouds' / CI's; every installed model provider's prefix joins them
+# (_provider_names): no vendor is named here.
+_NEVER_PREFIXES = ("DSH_", "OPENAI_", "AWS_", "GOOGLE_", "AZURE_", "GCP_", "GH_")
 # Names that look like they hold a credential, wherever the word sits in the name.
 _SECRET_WORDS = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
@@ -109,6 +113,15 @@ class SandboxSettings(BaseSettings):
     sandbox: SandboxMode = "warn"
     sandbox_network: NetworkMode = "allow"
     tool_env_allow: str = ""
+    sandbox_hide: str = ""
+
+    @property
+    def hidden_roots(self) -> tuple[str, ...]:
+        """The folders ``DSH_SANDBOX_HIDE`` lists (``os.pathsep``-separated, absolute ones
+        only): hidden like the host's ``/tmp`` (the checkout a gate runs from: its ``.env``,
+        ``.git``)."""
+        entries = self.sandbox_hide.split(os.pathsep)
+        return tuple(entry for entry in entries if os.path.isabs(entry))
 
     @property
     def extra_env_names(self) -> tuple[str, ...]:
@@ -116,11 +129,26 @@ class SandboxSettings(BaseSettings):
         return tuple(name.strip() for name in self.tool_env_allow.split(",") if name.strip())
 
 
+@functools.cache
+def _provider_names() -> tuple[tuple[str, ...], frozenset[str]]:
+    """Every installed model provider's ``env_prefix`` and secret variables (``dsh.models``)."""
+    from dsh_core import plugins  # noqa: PLC0415 - plugins imports the session layer
+
+    prefixes = tuple(p.upper() for p in plugins.model_env_prefixes())
+    return prefixes, frozenset(n.upper() for n in plugins.secret_env_names())
+
+
 def is_secret_name(name: str) -> bool:
-    """Whether a variable may hold a secret: a provider's or CI's prefix (``DEEPSEEK_*``,
-    ``DSH_*``, ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``) or a name
-    containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL, AUTH… (any case)."""
-    return name.upper().startswith(_NEVER_PREFIXES) or bool(_SECRET_WORDS.search(name))
+    """Whether a variable may hold a secret: ours, a cloud's or CI's prefix (``DSH_*``,
+    ``OPENAI_*``, ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``GCP_*``, ``GH_*``), any installed model
+    provider's prefix or secret variable (``dsh_core.plugins.model_env_prefixes``,
+    ``secret_env_names``), or a name containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL,
+    AUTH… (any case)."""
+    upper = name.upper()
+    if upper.startswith(_NEVER_PREFIXES) or _SECRET_WORDS.search(name):
+        return True
+    prefixes, secrets = _provider_names()
+    return upper.startswith(prefixes) or upper in secrets
 
 
 def tool_environment(
@@ -395,6 +423,7 @@ class ToolSandbox:
                 chdir=chdir,
                 env=env,
                 network=network,
+                hide=self.settings.hidden_roots,
             ),
             *seccomp_args,
             "--",
@@ -471,10 +500,10 @@ def _under_any(path: str, hidden: Sequence[tuple[str, bool]]) -> bool:
     return any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden)
 
 
-def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
+def _hidden_paths(home: str | None, hide: Sequence[str] = ()) -> list[tuple[str, bool]]:
     """Host paths to hide: ``(path, is_dir)`` for those that exist (links are left: hiding
     their target is enough, and ``/var/run`` is one to ``/run`` on most systems)."""
-    candidates: list[str] = list(_HIDDEN_DIRS)
+    candidates: list[str] = [*_HIDDEN_DIRS, *(os.path.realpath(h) for h in hide)]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         candidates.append(runtime)
@@ -485,7 +514,8 @@ def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
         if os.path.islink(path) or not os.path.exists(path):
             continue
         found.append((path, os.path.isdir(path)))
-    return found
+    # Parents before what lies below them: a folder inside one hidden is mounted on top.
+    return sorted(found, key=lambda entry: entry[0].rstrip("/").count("/"))
 
 
 def bwrap_options(
@@ -496,8 +526,10 @@ def bwrap_options(
     chdir: str,
     env: Mapping[str, str],
     network: bool,
+    hide: Sequence[str] = (),
 ) -> list[str]:
-    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``."""
+    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``; ``hide``:
+    further folders to hide (what ``readable`` lists below them stays visible)."""
     options = [
         _bwrap() or "bwrap",
         "--die-with-parent",
@@ -520,7 +552,7 @@ def bwrap_options(
     ]
     if not network:
         options.append("--unshare-net")
-    hidden = _hidden_paths(os.environ.get("HOME"))
+    hidden = _hidden_paths(os.environ.get("HOME"), hide)
     for path, is_dir in hidden:
         options += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     for path in readable:

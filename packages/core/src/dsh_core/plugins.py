@@ -372,7 +372,7 @@ def secret_env_names() -> tuple[str, ...]:
 
 
 def env_prefix(provider: ModelProvider) -> str:
-    """The ``env_prefix`` of the provider's settings (``DEEPSEEK_``): the variables that
+    """The ``env_prefix`` of the provider's settings (``OPENAI_``): the variables that
     configure it; empty when it has no settings model or its settings name no prefix."""
     if provider.settings_model is None:
         return ""
@@ -380,7 +380,7 @@ def env_prefix(provider: ModelProvider) -> str:
 
 
 def model_env_prefixes() -> tuple[str, ...]:
-    """The ``env_prefix`` of every installed model provider's settings (``DEEPSEEK_``…),
+    """The ``env_prefix`` of every installed model provider's settings (``OPENAI_``…),
     sorted: what a clean environment for a test agent leaves out."""
     prefixes = {env_prefix(p) for p in _loadable_providers()}
     return tuple(sorted(prefix for prefix in prefixes if prefix))

@@ -20,7 +20,7 @@ S = TypeVar("S", bound=ChatSettings)
 
 class ChatProvider(Generic[S]):
     """Makes a :class:`ChatClient` from a profile's settings, read from its environment
-    variables (``OPENAI_*`` for the generic profile, ``DEEPSEEK_*`` for DeepSeek's…).
+    variables (``OPENAI_*`` for the generic profile, a vendor's own for its profile).
 
     Args:
         name: the ``dsh.models`` entry point's name (``openai``).

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from dsh_core import ScenarioFiles
 from dsh_scripted_server._script import (
     Response,
     ScriptError,
@@ -38,9 +39,6 @@ from dsh_scripted_server._script import (
 
 __all__ = ["ScriptLibrary"]
 
-_SCRIPT = "model.script.json"
-_INPUT = "input.json"
-_PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
 _DELEGATION_TOOLS = ("subagent", "subagent_fork")
 
 
@@ -81,7 +79,9 @@ def _prompts(path: Path) -> tuple[str, ...]:
     for step in cast(list[Any], steps):
         if isinstance(step, dict):
             step = cast(dict[str, Any], step)
-            if step.get("op") in _PROMPT_OPS and isinstance(step.get("text"), str):
+            # A step's text is its prompt: the snapshot op registry gives a text field to the
+            # ops that prompt, and only to them (dsh_snapshot.OpRegistry.register).
+            if isinstance(step.get("text"), str):
                 out.append(step["text"])
     return tuple(out)
 
@@ -130,13 +130,15 @@ class ScriptLibrary:
             OSError: a file cannot be read.
         """
         entries: list[_Entry] = []
-        for script in sorted(Path(root).rglob(_SCRIPT)):
+        for script in sorted(Path(root).rglob(ScenarioFiles.SCRIPT)):
             folder = script.parent
-            if not (folder / _INPUT).is_file():
+            if not ScenarioFiles(folder).input.is_file():
                 continue
             sessions = load_script_file(script)
             name = folder.name
-            entries.append(_Entry(name, 0, _prompts(folder / _INPUT), None, tuple(sessions[0])))
+            entries.append(
+                _Entry(name, 0, _prompts(ScenarioFiles(folder).input), None, tuple(sessions[0]))
+            )
             delegated = _delegated_prompts(sessions)
             for index, (prompt, child) in enumerate(zip(delegated, sessions[1:], strict=False), 1):
                 entries.append(_Entry(name, index, (), prompt, tuple(child)))

@@ -14,11 +14,12 @@ plugin in every run, and the plugin must stay cheap where ``--dsh-snapshots`` is
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
-    from dsh_snapshot._agent import AgentError, AgentProcess
+    from dsh_snapshot._agent import AgentError, ScenarioAgent
     from dsh_snapshot._batch import run_proof, summary_line
     from dsh_snapshot._compat import (
         UPSTREAM_ALLOWANCES,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         load_scenario,
     )
     from dsh_snapshot._settings import Check, Mode, SnapshotSettings
+    from dsh_snapshot._steps import OPS, Op, OpRegistry, StepDriver, StrictStep
     from dsh_snapshot._warm import COLD_ENV, WarmAgents
 
 __all__ = [
@@ -56,6 +58,12 @@ __all__ = [
     "detect_loop_profile",
     "discover",
     "load_scenario",
+    # ops: one registration each (model, driver, whether it prompts); every table derives
+    "OPS",
+    "Op",
+    "OpRegistry",
+    "StepDriver",
+    "StrictStep",
     # the engine: one settings object, one run function (the CLI, the pytest plugin and
     # tools/compat.py are front ends over it)
     "Check",
@@ -71,7 +79,7 @@ __all__ = [
     # the agent (warm: one fork server per worker; COLD_ENV=1: a fresh interpreter per run)
     "COLD_ENV",
     "AgentError",
-    "AgentProcess",
+    "ScenarioAgent",
     "WarmAgents",
     "harvest",
     # comparison
@@ -107,7 +115,7 @@ _HOMES = {
     "normalize_frames": "dsh_core",
     "normalize_log_text": "dsh_core",
     "AgentError": "dsh_snapshot._agent",
-    "AgentProcess": "dsh_snapshot._agent",
+    "ScenarioAgent": "dsh_snapshot._agent",
     "run_proof": "dsh_snapshot._batch",
     "summary_line": "dsh_snapshot._batch",
     "UPSTREAM_ALLOWANCES": "dsh_snapshot._compat",
@@ -145,11 +153,31 @@ _HOMES = {
     "Mode": "dsh_snapshot._settings",
     "SnapshotSettings": "dsh_snapshot._settings",
     "COLD_ENV": "dsh_snapshot._warm",
+    "OPS": "dsh_snapshot._steps",
+    "Op": "dsh_snapshot._steps",
+    "OpRegistry": "dsh_snapshot._steps",
+    "StepDriver": "dsh_snapshot._steps",
+    "StrictStep": "dsh_snapshot._steps",
     "WarmAgents": "dsh_snapshot._warm",
 }
 
 
+# Old name -> (its home, the new name). Each warns on use and goes in 0.3.0 (CHANGELOG.md).
+_DEPRECATED = {
+    # a homonym of dsh_acp_agent.testing.AgentProcess, which it holds
+    "AgentProcess": ("dsh_snapshot._agent", "ScenarioAgent"),
+}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        home, new = _DEPRECATED[name]
+        warnings.warn(
+            f"{__name__}.{name} is deprecated, use {__name__}.{new} (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), new)
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Driving ``dsh-acp-agent`` through a scenario's steps.
+"""Driving an ACP agent through a scenario's steps (each op's driver is in the registry).
 
 The process and its JSON-RPC transport are a :class:`dsh_acp_agent.testing.AgentProcess` that
 this layer holds (composition, not a subclass): it adds the ``input.json`` steps and raises
@@ -9,17 +9,17 @@ everything the agent does wrong.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dsh_acp_agent import AgentForkServer, testing
-from dsh_core import DshError, ProcessConfinement, host_which
+from dsh_core import ProcessConfinement, host_which
 from dsh_snapshot._scenario import Step
+from dsh_snapshot._steps import OPS, AgentError
 
-__all__ = ["AgentError", "AgentProcess", "agent_command"]
+__all__ = ["AgentError", "ScenarioAgent", "agent_command"]
 
 
 def as_object(value: Any) -> dict[str, Any] | None:
@@ -27,10 +27,6 @@ def as_object(value: Any) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value  # pyright: ignore[reportUnknownVariableType]
     return None
-
-
-class AgentError(DshError):
-    """The agent misbehaved: a timeout, a bad frame, an unexpected response, a bad exit."""
 
 
 def agent_command() -> list[str]:
@@ -45,7 +41,7 @@ def agent_command() -> list[str]:
     return [sys.executable, "-m", "dsh_acp_agent"]
 
 
-class AgentProcess:
+class ScenarioAgent:
     """One agent subprocess running a scenario; records every frame it writes, in order.
 
     It holds a :class:`dsh_acp_agent.testing.AgentProcess` (the process and its JSON-RPC
@@ -102,13 +98,13 @@ class AgentProcess:
         return self.acp.stderr_tail(limit)
 
     def run_step(self, step: Step) -> None:
-        """Drive one ``input.json`` step.
+        """Drive one ``input.json`` step through its op's registered driver.
 
         Raises:
             AgentError: the agent answered wrongly, or not in time.
         """
         with self._as_agent_error():
-            self._step(step)
+            OPS.drive(self, step.raw)
         self._no_stray_lines()
 
     def finish(self) -> int:
@@ -126,7 +122,7 @@ class AgentProcess:
         """Kill the process if it still runs and close its pipes (idempotent)."""
         self.acp.kill()
 
-    def __enter__(self) -> AgentProcess:
+    def __enter__(self) -> ScenarioAgent:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -141,9 +137,14 @@ class AgentProcess:
         except testing.AgentProcessError as exc:
             raise AgentError(str(exc)) from None
 
-    def _session(self, step: Step) -> str:
+    def session(self, op: str) -> str:
+        """The last session ``newSession`` opened (what an op's driver sends to).
+
+        Raises:
+            AgentError: no session is open yet.
+        """
         if not self.session_ids:
-            raise AgentError(f"step {step.op} needs a session: add a newSession step before it")
+            raise AgentError(f"step {op} needs a session: add a newSession step before it")
         return self.session_ids[-1]
 
     def _no_stray_lines(self) -> None:
@@ -153,50 +154,3 @@ class AgentProcess:
                 f"the agent wrote a line to stdout that is not a JSON-RPC frame: "
                 f"{self.acp.stray_lines[0][:200]!r}"
             )
-
-    def _step(self, step: Step) -> None:
-        acp = self.acp
-        text = step.text or ""
-        if step.op == "initialize":
-            # The harness's terminalOutput: the client says it renders terminal output.
-            meta = {"_meta": {"terminal_output": True}} if step.terminal_output else {}
-            acp.initialize(meta)
-        elif step.op == "newSession":
-            acp.new_session(self.cwd)
-        elif step.op == "newSessionExpectError":
-            extra: dict[str, Any] = {}
-            if step.additional_directories is not None:
-                extra["additionalDirectories"] = step.additional_directories
-            response = acp.response(acp.send_new_session(self.cwd, **extra))
-            if "error" not in response:
-                raise AgentError(
-                    f"newSessionExpectError: session/new succeeded but an error response "
-                    f"was expected: {json.dumps(response)}"
-                )
-        elif step.op == "loadSession":
-            acp.load_session(self._session(step), self.cwd)
-        elif step.op == "prompt":
-            acp.prompt(self._session(step), text)
-        elif step.op == "promptExpectError":
-            response = acp.response(acp.send_prompt(self._session(step), text))
-            if "error" not in response:
-                raise AgentError(
-                    f"promptExpectError: session/prompt succeeded but an error "
-                    f"response was expected: {json.dumps(response)}"
-                )
-        elif step.op == "promptAndCancel":
-            session_id = self._session(step)
-            request_id = acp.send_prompt(session_id, text)
-            # As upstream's harness: cancel once the client has seen streamed message text,
-            # so those frames always precede the cancelled response.
-            if acp.next_update(request_id, "agent_message_chunk") is None:
-                raise AgentError(
-                    "promptAndCancel: the prompt finished before any "
-                    "agent_message_chunk, so there was nothing to cancel"
-                )
-            acp.notify("session/cancel", {"sessionId": session_id})
-            acp.result(request_id)
-        elif step.op == "cancel":
-            acp.notify("session/cancel", {"sessionId": self._session(step)})
-        else:
-            raise AgentError(f"needs op {step.op}: this runner does not drive it")

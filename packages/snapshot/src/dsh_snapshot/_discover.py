@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsh_snapshot._scenario import INPUT_FILE, Scenario, ScenarioError, load_scenario
+from dsh_core import ScenarioFiles
+from dsh_snapshot._scenario import Scenario, ScenarioError, load_scenario
 
 __all__ = ["BrokenScenario", "discover", "discover_each", "scenario_folders", "scenario_root"]
 
@@ -23,7 +24,7 @@ def scenario_folders(folder: Path) -> Iterator[Path]:
     ~/`` must not make ``refresh`` write there, and a link to a parent must not loop. (The
     folder the user names is taken as given.)
     """
-    if os.path.lexists(folder / INPUT_FILE):
+    if os.path.lexists(folder / ScenarioFiles.INPUT):
         yield folder
         return  # a scenario's workspace/ may hold anything; never look inside
     try:
@@ -57,10 +58,12 @@ def scenario_root(path: Path) -> Path:
     """
     if path.is_dir():
         return path.resolve()
-    if path.is_file() and (path.parent / INPUT_FILE).is_file():
+    if path.is_file() and (path.parent / ScenarioFiles.INPUT).is_file():
         return path.parent.resolve()
     if path.is_file():
-        raise ScenarioError(path, None, "a file outside any scenario folder (no input.json)")
+        raise ScenarioError(
+            path, None, f"a file outside any scenario folder (no {ScenarioFiles.INPUT})"
+        )
     raise ScenarioError(path, None, "no such scenario folder")
 
 

@@ -1,8 +1,8 @@
 """What ``record`` takes from ``./.env``: the user's key, never where it goes.
 
-A ``.env`` in the checkout may come from a pull request. A committed one holding only
-``DEEPSEEK_BASE_URL`` would send the maintainer's exported key to the PR author's host in the
-very first request, so the rule is:
+A ``.env`` in the checkout may come from a pull request. A committed one holding only the
+provider's ``…_BASE_URL`` would send the maintainer's exported key to the PR author's host in
+the very first request, so the rule is:
 
 - a ``.env`` that git tracks is ignored whole (a repository never chooses anything here; a key
   in a tracked file is a leak of its own);

@@ -19,14 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from dsh_core import DshError, dumps_json
-from dsh_snapshot._scenario import (
-    INPUT_FILE,
-    OVERRIDE_FILE,
-    UPSTREAM_STDOUT,
-    Scenario,
-    load_scenario,
-)
+from dsh_core import DshError, ScenarioFiles, dumps_json
+from dsh_snapshot._scenario import Scenario, load_scenario
 
 __all__ = ["JUNE_AGENT_INFO", "add_export_parser", "export_june", "run_export"]
 
@@ -100,12 +94,14 @@ def export_june(scenario: Scenario, out: Path) -> list[str]:
     if not scenario.session_files or not scenario.stdout_file.is_file():
         raise DshError(f"{scenario.path}: no recording to export (session.jsonl and stdout)")
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(scenario.path / INPUT_FILE, out / INPUT_FILE)
+    shutil.copyfile(scenario.path / ScenarioFiles.INPUT, out / ScenarioFiles.INPUT)
     for source in scenario.session_files:
         (out / source.name).write_text(_june_log(source), encoding="utf-8")
-    (out / UPSTREAM_STDOUT).write_text(_june_stdout(scenario.stdout_file), encoding="utf-8")
+    (out / ScenarioFiles.UPSTREAM_STDOUT).write_text(
+        _june_stdout(scenario.stdout_file), encoding="utf-8"
+    )
     if scenario.override_file is not None:
-        shutil.copyfile(scenario.override_file, out / OVERRIDE_FILE)
+        shutil.copyfile(scenario.override_file, out / ScenarioFiles.OVERRIDE)
     if scenario.workspace is not None:
         shutil.copytree(scenario.workspace, out / "workspace", symlinks=True)
     notes: list[str] = []

@@ -44,6 +44,7 @@ from dsh_core import (
     CreateOptions,
     DshError,
     SandboxSettings,
+    ScenarioFiles,
     SessionLog,
     SessionMeta,
     ToolSandbox,
@@ -52,7 +53,7 @@ from dsh_core import (
     tool_environment,
 )
 from dsh_llm_proxy import ProxyHub, ProxyRoute, Scrub, open_store, recorded_logs, shared_hub
-from dsh_snapshot._agent import AgentError, AgentProcess
+from dsh_snapshot._agent import AgentError, ScenarioAgent
 from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_base_url_env
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._live import key_name, live_provider, live_upstream
@@ -220,7 +221,7 @@ class ForeignModel:
         """What the agent's base-URL variable holds: the run's route on the proxy."""
         return self.route.base_url
 
-    def start(self, cwd: Path, timeout: float) -> AgentProcess:
+    def start(self, cwd: Path, timeout: float) -> ScenarioAgent:
         """Start the agent (always a fresh process: it is not ours to fork warm) in the sandbox
         our ``bash`` tool runs in (SECURITY.md): the host read-only, only the run's cwd and a
         private home and temp dir writable, no terminal, nothing outliving it, and a network of
@@ -243,7 +244,7 @@ class ForeignModel:
         )
         self.confined.append(confined)
         try:
-            return AgentProcess(cwd, confined.env, timeout, command=confined.argv,
+            return ScenarioAgent(cwd, confined.env, timeout, command=confined.argv,
                                 pass_fds=confined.pass_fds)  # fmt: skip
         finally:
             confined.started()
@@ -290,6 +291,7 @@ def foreign_model(
     api_key: str | None,
     timeout: float,
     cwd: Path | None = None,
+    hide: Sequence[str] = (),
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
     ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
@@ -304,7 +306,10 @@ def foreign_model(
     # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
     # bash tool's sandbox, reaching only the proxy.
     mode = "strict" if os.environ.get("CI") == "true" else "warn"
-    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
+    settings = SandboxSettings(
+        sandbox=mode, sandbox_network="deny", sandbox_hide=os.pathsep.join(hide)
+    )
+    sandbox = ToolSandbox(settings, root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
@@ -361,7 +366,7 @@ def _scripted_upstream(scenario: Scenario) -> Generator[str, None, None]:
     )
 
     if scenario.script_file is None:
-        raise AgentError(f"{scenario.path}: record --scripted needs model.script.json")
+        raise AgentError(f"{scenario.path}: record --scripted needs {ScenarioFiles.SCRIPT}")
     with ScriptedModelServer() as server:
         for session in load_script_file(scenario.script_file):
             server.add_session(session)

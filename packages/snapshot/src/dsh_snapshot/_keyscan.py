@@ -2,7 +2,7 @@
 
 Detectors: `detect-secrets`' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, private keys,
 JWTs, ``password = "…"`` keywords, …) plus our DeepSeek/OpenAI ``sk-…`` patterns and the value
-of every variable an installed model provider keeps its key in (``DEEPSEEK_API_KEY``…: each
+of every variable an installed model provider keeps its key in (``OPENAI_API_KEY``…: each
 ``dsh.models`` plugin's ``secret_env_names``), and any other literal the caller names. They run
 over every decoded view of every file (see ``_decode``): escapes undone, base64 decoded,
 UTF-16/32 read, streamed chunks joined. Hidden files are scanned; symlinks are followed when
@@ -24,13 +24,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsh_core import ScenarioFiles
 from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
-from dsh_snapshot._detect import detectors
+from dsh_snapshot._detect import screened
 from dsh_snapshot._keyscan_rules import not_a_secret
 from dsh_snapshot._scancache import cache_key, lookup, store
-from dsh_snapshot._scenario import META_FILE, PENDING_DIR, AllowEntry
+from dsh_snapshot._scenario import AllowEntry
 
 __all__ = [
     "KEY_PATTERNS",
@@ -122,7 +123,8 @@ def _hits(view: str, literals: Sequence[tuple[str, str]]) -> Iterator[tuple[str,
         for match in pattern.finditer(view):
             if not not_a_secret(match.group(0)):
                 yield kind, match.group(0)
-    for kind, find in detectors():
+    screen, every, rest = screened()
+    for kind, find in every if screen is None or screen.search(view) is not None else rest:
         for value in find(view):
             if not not_a_secret(value):
                 yield kind, value
@@ -328,7 +330,9 @@ def scan_folder(
             # A pending output (``.pending/<persistence>/session.jsonl``) is the fixture it
             # would become, so the fixture's reviewed false positives cover it too.
             pending = rel.split("/", 2)
-            fixture = pending[2] if len(pending) == 3 and pending[0] == PENDING_DIR else rel
+            fixture = (
+                pending[2] if len(pending) == 3 and pending[0] == ScenarioFiles.PENDING else rel
+            )
             index = allowed.get((fixture, f.hash))
             if index is None:
                 out.append(KeyFinding(shown / rel, f.line, f.kind, f.hash, f.length, rel))
@@ -337,11 +341,11 @@ def scan_folder(
     if report_stale:
         out.extend(
             KeyFinding(
-                shown / META_FILE,
+                shown / ScenarioFiles.META,
                 0,
                 f"field 'secrets_allowlist.{index}' ({entry.file}, {entry.hash}) matches "
                 "no finding of the key scan: remove or correct the entry",
-                file=META_FILE,
+                file=ScenarioFiles.META,
             )
             for entry, index in zip(allowlist, range(len(allowlist)), strict=True)
             if index not in used

@@ -6,7 +6,7 @@ value are never a secret and were the scan's most common false positives:
 - a **placeholder**: a word a person writes where a key would go (``placeholder``,
   ``dummy``, ``changeme``, ``your-api-key-here``, ``xxxxxxxx``, ``<your key>``) or a
   reference to one (``${OPENAI_API_KEY}``, ``{{key}}``, ``$KEY``, ``os.environ[...]``);
-- a **variable name**: ``api_key_env: DEEPSEEK_API_KEY`` names where the key is, not the key.
+- a **variable name**: ``api_key_env: OPENAI_API_KEY`` names where the key is, not the key.
 
 A value a scan was told to look for (the live key, a provider's key variable) is never
 excused: only detector hits go through :func:`not_a_secret`.

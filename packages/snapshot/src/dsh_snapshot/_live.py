@@ -49,7 +49,7 @@ def key_name(provider: ModelProvider) -> str | None:
 
 def live_env(provider: ModelProvider, api_key: str | None) -> dict[str, str]:
     """What the agent of a live recording gets: the provider's name, every one of its settings
-    set here (``DEEPSEEK_MODEL``, ``DEEPSEEK_THINKING``…) and the key."""
+    set here (``<PREFIX>MODEL``, ``<PREFIX>BASE_URL``…) and the key."""
     prefix = env_prefix(provider)
     env = {k: v for k, v in os.environ.items() if prefix and k.startswith(prefix) and v}
     env["DSH_MODEL_CLIENT"] = provider.name

@@ -13,40 +13,29 @@ from pathlib import Path
 from typing import Any, cast
 
 from dsh_core import read_log_file
+from dsh_snapshot._steps import OPS
 
-__all__ = ["OUR_TOOLS", "STEP_FIELDS", "recorded_tools", "scenario_needs", "step_needs"]
+__all__ = ["OUR_TOOLS", "recorded_tools", "scenario_needs", "step_needs"]
 
 # The tools dsh-acp-agent offers.
 OUR_TOOLS = frozenset({"bash", "subagent", "subagent_fork", "todo_write"})
-
-# Every op upstream's June snapshot harness drives (``snapshot-harness.ts``), plus our
-# ``loadSession``, with the fields each takes besides ``op``.
-STEP_FIELDS: Mapping[str, frozenset[str]] = {
-    "initialize": frozenset({"terminalOutput"}),
-    "newSession": frozenset(),
-    "newSessionExpectError": frozenset({"additionalDirectories"}),
-    "loadSession": frozenset(),
-    "prompt": frozenset({"text"}),
-    "promptExpectError": frozenset({"text"}),
-    "promptAndCancel": frozenset({"text"}),
-    "cancel": frozenset(),
-}
 
 # Workspace files that configure an upstream feature this project does not implement.
 _FEATURE_FILES = {"hooks.json": "hooks", "codex-hooks.json": "hooks"}
 
 
 def step_needs(steps: Iterable[Mapping[str, Any]]) -> list[str]:
-    """``op X`` for each op we do not drive, ``op X with F`` for a field of a known op we do
-    not honour; in first-seen order, without repeats."""
+    """``op X`` for each op we do not drive (none registered in
+    :data:`~dsh_snapshot._steps.OPS`), ``op X with F`` for a field of a known op we do not
+    honour; in first-seen order, without repeats."""
     needs: list[str] = []
     for step in steps:
         op = str(step.get("op"))
-        known = STEP_FIELDS.get(op)
-        if known is None:
+        registered = OPS.get(op)
+        if registered is None:
             item = f"op {op}"
         else:
-            extra = sorted(set(step) - {"op"} - known)
+            extra = sorted(set(step) - {"op"} - registered.fields)
             if not extra:
                 continue
             item = f"op {op} with {', '.join(extra)}"

@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import DshError, dumps_line, loads_bounded
+from dsh_core import DshError, ScenarioFiles, dumps_line, loads_bounded
 from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._keyscan import scan_text
-from dsh_snapshot._scenario import INPUT_FILE, META_FILE, OVERRIDE_FILE, PENDING_DIR, Scenario
+from dsh_snapshot._scenario import Scenario
 
 __all__ = [
     "MANIFEST",
-    "PENDING_DIR",
     "Pending",
     "PendingError",
     "clear_pending",
@@ -93,7 +92,7 @@ def fixture_files(
     """The fixture files of normalised outputs, by name, as ``refresh`` writes them."""
     files = {scenario.stdout_file.name: _render(frames)}
     for index, rows in enumerate(logs):
-        files["session.jsonl" if index == 0 else f"session.{index}.jsonl"] = _render(rows)
+        files[ScenarioFiles.session_name(index)] = _render(rows)
     return files
 
 
@@ -121,8 +120,13 @@ def _inputs(scenario: Scenario) -> dict[str, str]:
     """Digests of what the run compared with (fixtures) or derived from (steps, override,
     meta, the scenario's own files its ``agent:`` command names, e.g. ``{scenario}/agent.py``):
     a pending run is stale as soon as one of them changes."""
-    names = {p.name for p in scenario.path.glob("session*.jsonl")}
-    names |= {scenario.stdout_file.name, INPUT_FILE, META_FILE, OVERRIDE_FILE}
+    names = {p.name for p in scenario.path.glob(ScenarioFiles.SESSION_GLOB)}
+    names |= {
+        scenario.stdout_file.name,
+        ScenarioFiles.INPUT,
+        ScenarioFiles.META,
+        ScenarioFiles.OVERRIDE,
+    }
     names |= _agent_files(scenario)
     return {name: _digest(scenario.path / name) for name in sorted(names)}
 
@@ -135,7 +139,7 @@ def stale_inputs(pending: Pending) -> list[str]:
 
 
 def _root(scenario: Scenario) -> Path:
-    return scenario.path / PENDING_DIR
+    return scenario.files.pending
 
 
 def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
@@ -147,15 +151,17 @@ def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
     with contextlib.suppress(OSError, fsafe.ConfinedPathError):
         if persistence is None:
             with fsafe.confined_dir(scenario.path) as fd:
-                if stat.S_ISLNK(os.lstat(PENDING_DIR, dir_fd=fd).st_mode):
-                    os.unlink(PENDING_DIR, dir_fd=fd)
+                if stat.S_ISLNK(os.lstat(ScenarioFiles.PENDING, dir_fd=fd).st_mode):
+                    os.unlink(ScenarioFiles.PENDING, dir_fd=fd)
                 else:
-                    shutil.rmtree(PENDING_DIR, dir_fd=fd)
+                    shutil.rmtree(ScenarioFiles.PENDING, dir_fd=fd)
             return
-        with fsafe.confined_dir(scenario.path, PENDING_DIR) as fd:
+        with fsafe.confined_dir(scenario.path, ScenarioFiles.PENDING) as fd:
             shutil.rmtree(persistence, dir_fd=fd)
         with fsafe.confined_dir(scenario.path) as fd:
-            os.rmdir(PENDING_DIR, dir_fd=fd)  # not empty: another persistence's are pending
+            os.rmdir(
+                ScenarioFiles.PENDING, dir_fd=fd
+            )  # not empty: another persistence's are pending
 
 
 def keep_pending(
@@ -237,7 +243,7 @@ def _write_pending(
         return f"pending outputs not kept: git tracks {_root(scenario)}"
     try:
         clear_pending(scenario, persistence)
-        base, rel = scenario.path, f"{PENDING_DIR}/{persistence}"
+        base, rel = scenario.path, f"{ScenarioFiles.PENDING}/{persistence}"
         for name, text in files.items():
             fsafe.write_bytes(base, f"{rel}/{name}", text.encode("utf-8"))
         # The manifest last: a folder without one is an interrupted write, never read.
@@ -264,7 +270,7 @@ def _fixture_name(index: int, value: object) -> str:
 
 def _load_one(scenario: Scenario, folder: Path) -> Pending:
     source = folder / MANIFEST
-    base, rel = scenario.path, f"{PENDING_DIR}/{folder.name}"
+    base, rel = scenario.path, f"{ScenarioFiles.PENDING}/{folder.name}"
     try:
         raw: Any = loads_bounded(fsafe.read_text(base, f"{rel}/{MANIFEST}", _MAX_MANIFEST))
         if not isinstance(raw, dict) or raw.get("version") != _FORMAT:  # pyright: ignore[reportUnknownMemberType]
@@ -322,7 +328,7 @@ def pending_tracked(scenario: Scenario) -> bool:
     """
     try:
         done = subprocess.run(
-            ["git", "ls-files", "-z", "--", PENDING_DIR],
+            ["git", "ls-files", "-z", "--", ScenarioFiles.PENDING],
             cwd=scenario.path,
             capture_output=True,
             check=False,

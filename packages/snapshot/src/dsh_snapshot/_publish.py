@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from dsh_core import DshError
+from dsh_core import DshError, ScenarioFiles
 from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._keyscan import KeyFinding, scan_folder
 from dsh_snapshot._scenario import AllowEntry
@@ -55,7 +55,7 @@ def publish_fixtures(
     folder: Path,
     files: Mapping[str, str | bytes],
     *,
-    prune: Sequence[str] = ("session.*.jsonl",),
+    prune: Sequence[str] = (ScenarioFiles.CHILD_GLOB,),
     allowlist: Sequence[AllowEntry] = (),
     literals: Iterable[str] = (),
 ) -> list[str]:

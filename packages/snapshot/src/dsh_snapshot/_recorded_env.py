@@ -1,7 +1,7 @@
 """The provider settings a live recording was made with, handed back to the agent on replay.
 
 The replay client checks each request's header against the recorded one, asking the live
-provider what it would send from its own settings (``DEEPSEEK_MODEL``…). The runner strips
+provider what it would send from its own settings (``OPENAI_MODEL``…). The runner strips
 those variables from the agent's environment, so without this module the live config would
 always be the provider's defaults and a scenario recorded with another model would fail
 replay forever, though nothing in the code changed. ``provenance:`` of ``snapshot.yml`` says
@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from dsh_core.plugins import PluginError, env_prefix, model_provider, model_provider_names
 from dsh_llm_replay import LIVE_PROVIDER_ENV
-from dsh_snapshot._scenario import META_FILE, Scenario
+from dsh_snapshot._scenario import Scenario
 
 __all__ = ["PROVENANCE_SETTINGS", "recorded_provider_env"]
 
@@ -37,7 +37,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
     scenario without ``provenance:``, a scripted or authored one, only the provider its
     recorded request header names, when that one is installed: its defaults made it):
     ``DSH_REPLAY_LIVE_PROVIDER`` and, for each recorded setting the provider's settings have,
-    ``<env_prefix><FIELD>`` (``DEEPSEEK_MODEL=deepseek-v4-pro``). A provider that is not
+    ``<env_prefix><FIELD>`` (``OPENAI_MODEL=gpt-4o``). A provider that is not
     installed here gets only its name: replay then compares prompt and tools, not the config.
     Never a key: only the settings ``provenance:`` holds (``PROVENANCE_SETTINGS``).
 
@@ -70,7 +70,7 @@ def recorded_provider_env(scenario: Scenario) -> dict[str, str]:
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"]
             raise ValueError(
-                f"{scenario.path / META_FILE}: provenance.{key}: {value!r} is not a valid "
+                f"{scenario.files.meta}: provenance.{key}: {value!r} is not a valid "
                 f"{provenance.provider} {name} ({variable}): {reason}"
             ) from None
         env[variable] = str(value)

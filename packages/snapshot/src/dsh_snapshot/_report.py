@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from rich.console import Console
 
-from dsh_core import DshError, dumps_line
+from dsh_core import DshError, ScenarioFiles, dumps_line
 from dsh_snapshot._batch import summary_line
 from dsh_snapshot._diff import Difference
 from dsh_snapshot._discover import BrokenScenario
@@ -66,7 +66,7 @@ def _rows(scenario: Scenario, file: str, result: ScenarioResult) -> tuple[list[A
     logs, frames = expected_fixtures(scenario)
     if file == scenario.stdout_file.name:
         return frames, result.frames
-    index = 0 if file == "session.jsonl" else int(file.split(".")[1])
+    index = ScenarioFiles.session_index(file) or 0
     expected = logs[index] if index < len(logs) else []
     actual = result.logs[index] if index < len(result.logs) else []
     return expected, actual

@@ -32,7 +32,7 @@ from rich.prompt import Prompt
 from rich.table import Table
 from rich.text import Text
 
-from dsh_core import parse_jsonl
+from dsh_core import ScenarioFiles, parse_jsonl
 from dsh_snapshot._foreign import foreign_agent
 from dsh_snapshot._pending import (
     Pending,
@@ -91,7 +91,7 @@ def _rerecord(scenario: Scenario) -> str:
         "a scenario with agent: replays the model calls dsh-llm-proxy recorded "
         "(session*.jsonl) as committed, so neither replay nor accept changes them; to change "
         "what the agent asks or what the model answers, record it again: dsh-snapshot record "
-        f"--scripted {scenario.path} (answers from model.script.json) or dsh-snapshot record "
+        f"--scripted {scenario.path} (answers from {ScenarioFiles.SCRIPT}) or dsh-snapshot record "
         f"{scenario.path} (live)"
     )
 
@@ -100,7 +100,7 @@ def file_diffs(pending: Pending) -> list[FileDiff]:
     """Every fixture whose pending text differs from the committed one, plus committed
     children the run no longer produced (their actual side is empty)."""
     folder = pending.scenario.path
-    names = set(pending.files) | {p.name for p in folder.glob("session.*.jsonl")}
+    names = set(pending.files) | {p.name for p in folder.glob(ScenarioFiles.CHILD_GLOB)}
     out: list[FileDiff] = []
     for name in sorted(names, key=lambda n: (n.startswith("stdout"), len(n), n)):
         path = folder / name

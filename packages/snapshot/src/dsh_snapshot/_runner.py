@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from dsh_acp_agent import EXIT_OK, EXIT_REPLAY_NOT_CONSUMED
 from dsh_acp_agent.testing import agent_environment
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ProcessConfinement
+from dsh_core import ALLOW_MODEL_REQUESTS_ENV, DshError, ProcessConfinement, ScenarioFiles
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, PluginError, store_backend, store_run
 from dsh_llm_replay import (
     NotConsumedError,
@@ -29,12 +29,13 @@ from dsh_llm_replay import (
     ReplayReport,
     ReplaySettings,
 )
-from dsh_snapshot._agent import AgentError, AgentProcess, agent_command
+from dsh_snapshot._agent import AgentError, ScenarioAgent, agent_command
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._confine import (
     ConfinementError,
     check_scenario_links,
     check_step_paths,
+    checkout_roots,
     copy_workspace,
 )
 from dsh_snapshot._determinism import clock_command
@@ -62,7 +63,7 @@ from dsh_snapshot._provenance import (
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._recorded_env import recorded_provider_env
 from dsh_snapshot._request_drift import drift_failures, header_note
-from dsh_snapshot._scenario import META_FILE, AllowEntry, Scenario, ScenarioError
+from dsh_snapshot._scenario import AllowEntry, Scenario, ScenarioError
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
@@ -163,8 +164,10 @@ def write_fixtures(
     if scenario.meta is not None:
         allowlist = scenario.meta.secrets_allowlist
         if recording is not None:
-            meta_text = (scenario.path / META_FILE).read_text(encoding="utf-8")
-            files[META_FILE] = with_provenance(meta_text, recording, provenance, scenario.meta.loop)
+            meta_text = scenario.files.meta.read_text(encoding="utf-8")
+            files[ScenarioFiles.META] = with_provenance(
+                meta_text, recording, provenance, scenario.meta.loop
+            )
     return publish_fixtures(scenario.path, files, allowlist=allowlist, literals=literals)
 
 
@@ -269,11 +272,11 @@ def _compare(
     if len(exp_logs) != len(logs):
         result.failures.append(
             f"session count: expected {len(exp_logs)} logs "
-            f"(session.jsonl + {max(len(exp_logs) - 1, 0)} children), "
+            f"({ScenarioFiles.PRIMARY} + {max(len(exp_logs) - 1, 0)} children), "
             f"harvested {len(logs)}"
         )
     for index, (exp, act) in enumerate(zip(exp_logs, logs, strict=False)):
-        name = "session.jsonl" if index == 0 else f"session.{index}.jsonl"
+        name = ScenarioFiles.session_name(index)
         diff = first_difference(name, exp, act)
         if diff is not None:
             result.differences.append(diff)
@@ -417,12 +420,15 @@ def _run(
             and scenario.meta.bash_network
             and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
         )
+        hidden = checkout_roots([scenario.path, Path.cwd()])
         sandbox_mode: Literal["strict", "warn"] = (
             "strict" if os.environ.get("CI") == "true" else "warn"
         )
         env |= {
             "DSH_SANDBOX": sandbox_mode,
             "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
+            # The checkout the scenario (and the gate) are in: its .env and .git are hidden.
+            "DSH_SANDBOX_HIDE": os.pathsep.join(hidden),
         }
         # The warm agent confines itself after its fork: a replay's model is a file, so it
         # gets no network at all; a server store must still be reached (TCP or its socket).
@@ -447,6 +453,7 @@ def _run(
                         api_key=settings.key,
                         timeout=settings.timeout,
                         cwd=cwd,
+                        hide=hidden,
                     )
                 )
             elif replay is not None:
@@ -455,8 +462,8 @@ def _run(
             elif settings.mode == "record-scripted":
                 if scenario.script_file is None:
                     raise AgentError(
-                        f"{scenario.path}: record --scripted needs model.script.json "
-                        f"(or a bare-array replay.override.json)"
+                        f"{scenario.path}: record --scripted needs {ScenarioFiles.SCRIPT} "
+                        f"(or a bare-array {ScenarioFiles.OVERRIDE})"
                     )
                 # The live provider's profile, played by the scripted server: the agent's
                 # variables come from that provider's settings model, whatever its prefix.
@@ -480,13 +487,13 @@ def _run(
                 # (a forked child keeps its parent's clock).
                 command = clock_command(clock, agent_command())
                 agent_env = agent_environment(env)
-                agent = AgentProcess(cwd, agent_env, settings.timeout, command=command)
+                agent = ScenarioAgent(cwd, agent_env, settings.timeout, command=command)
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
                 # A scenario must not depend on what the caller exported; a replay never sees
                 # a key.
                 agent_env = agent_environment(env)
-                agent = AgentProcess(
+                agent = ScenarioAgent(
                     cwd, agent_env, settings.timeout, fork_server=server, confinement=confinement
                 )
             try:

@@ -15,16 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dsh_core import LoopProfile
+from dsh_core import LoopProfile, ScenarioFiles
 from dsh_snapshot._discover import scenario_folders
 from dsh_snapshot._fsafe import ConfinedPathError, write_bytes, write_user_file
-from dsh_snapshot._scenario import (
-    INPUT_FILE,
-    META_FILE,
-    SCRIPT_FILE,
-    ScenarioError,
-    is_upstream_recording,
-)
+from dsh_snapshot._scenario import ScenarioError, is_upstream_recording
 
 __all__ = ["add_new_parser", "mark_scripted", "meta_text", "run_new", "scaffold_scenario"]
 
@@ -71,9 +65,9 @@ def scaffold_scenario(name: str, parent: Path) -> Path:
     steps = [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "Say hello."}]
     description = "One prompt answered by one scripted text block (say what yours proves)."
     files = {
-        META_FILE: meta_text(parent.name or "sdk", description),
-        INPUT_FILE: json.dumps({"steps": steps}, indent=1) + "\n",
-        SCRIPT_FILE: json.dumps(_script(), indent=1) + "\n",
+        ScenarioFiles.META: meta_text(parent.name or "sdk", description),
+        ScenarioFiles.INPUT: json.dumps({"steps": steps}, indent=1) + "\n",
+        ScenarioFiles.SCRIPT: json.dumps(_script(), indent=1) + "\n",
     }
     try:
         for file, text in files.items():
@@ -93,10 +87,10 @@ def mark_scripted(paths: Iterable[Path]) -> list[Path]:
             continue  # discover names the bad path
         for folder in scenario_folders(path.resolve()):
             # lexists: a snapshot.yml link (even dangling) is never written through.
-            if os.path.lexists(folder / META_FILE) or is_upstream_recording(folder):
+            if os.path.lexists(folder / ScenarioFiles.META) or is_upstream_recording(folder):
                 continue
-            write_bytes(folder, META_FILE, meta_text(folder.parent.name).encode("utf-8"))
-            written.append(folder / META_FILE)
+            write_bytes(folder, ScenarioFiles.META, meta_text(folder.parent.name).encode("utf-8"))
+            written.append(folder / ScenarioFiles.META)
     return written
 
 
@@ -121,7 +115,7 @@ def run_new(name: str, parent: Path) -> int:
         print(f"dsh-snapshot new: {exc}", file=sys.stderr)
         return 2
     print(
-        f"created {folder}: edit input.json and {SCRIPT_FILE}, then "
+        f"created {folder}: edit input.json and {ScenarioFiles.SCRIPT}, then "
         f"`dsh-snapshot record --scripted {folder}`"
     )
     return 0

@@ -1,7 +1,7 @@
 """Scenario folders: the ``snapshot.yml`` model, ``input.json`` steps and discovery.
 
 A scenario is a folder holding ``input.json``. Ours also hold ``snapshot.yml`` and their
-``input.json`` is strict (:class:`~dsh_snapshot._steps.InputDocument`); upstream folders
+``input.json`` is strict (:meth:`~dsh_snapshot._steps.OpRegistry.input_document`); upstream folders
 (``stdout.golden.jsonl``, no ``snapshot.yml``) are read as they are, so the same runner replays
 both. A folder with neither (see :func:`is_upstream_recording`) is refused: lacking our file
 never makes a folder upstream's.
@@ -34,6 +34,7 @@ from dsh_core import (
     DshError,
     LogFormatError,
     LoopProfile,
+    ScenarioFiles,
     loads_bounded,
     read_log,
 )
@@ -48,17 +49,12 @@ from dsh_snapshot._agentspec import (
 from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
 from dsh_snapshot._fsafe import ConfinedPathError, read_text
-from dsh_snapshot._needs import STEP_FIELDS, scenario_needs
+from dsh_snapshot._needs import scenario_needs
 from dsh_snapshot._provenance import Provenance
-from dsh_snapshot._steps import InputDocument
+from dsh_snapshot._steps import OPS
 
 __all__ = [
-    "INPUT_FILE",
     "AllowEntry",
-    "META_FILE",
-    "OVERRIDE_FILE",
-    "PENDING_DIR",
-    "SCRIPT_FILE",
     "Scenario",
     "ScenarioError",
     "SnapshotMeta",
@@ -69,17 +65,6 @@ __all__ = [
     "path_problem",
     "step_paths",
 ]
-
-INPUT_FILE = "input.json"
-META_FILE = "snapshot.yml"
-SCRIPT_FILE = "model.script.json"
-OVERRIDE_FILE = "replay.override.json"
-PENDING_DIR = ".pending"
-"""Where a failing replay keeps its actual outputs, inside the scenario (git ignores it)."""
-UPSTREAM_STDOUT = "stdout.golden.jsonl"
-STDOUT_FILES = ("stdout.expected.jsonl", UPSTREAM_STDOUT)
-PROMPT_OPS = ("prompt", "promptAndCancel", "promptExpectError")
-_CHILD_RE = re.compile(r"^session\.(\d+)\.jsonl$")
 
 Recording = Literal["live", "scripted", "authored"]
 
@@ -319,15 +304,20 @@ class Scenario:
         return scenario_needs([s.raw for s in self.steps], files, self.workspace)
 
     @property
+    def files(self) -> ScenarioFiles:
+        """The folder's file layout (every fixture name)."""
+        return ScenarioFiles(self.path)
+
+    @property
     def override_file(self) -> Path | None:
         """``replay.override.json`` when present."""
-        path = self.path / OVERRIDE_FILE
+        path = self.files.override
         return path if path.is_file() else None
 
     @property
     def script_file(self) -> Path | None:
         """``model.script.json`` (the scripted model server's script) when present."""
-        path = self.path / SCRIPT_FILE
+        path = self.files.script
         return path if path.is_file() else None
 
     @property
@@ -339,7 +329,7 @@ class Scenario:
     @property
     def primary_file(self) -> Path:
         """``session.jsonl`` (it may not exist yet before a first recording)."""
-        return self.path / "session.jsonl"
+        return self.files.session(0)
 
     @property
     def child_files(self) -> tuple[Path, ...]:
@@ -437,16 +427,13 @@ def _load_meta(path: Path) -> SnapshotMeta:
         raise ScenarioError(path, field, msg) from None
 
 
-_OPS = frozenset(STEP_FIELDS)
-
-
 def _check_strict(path: Path, raw: Any) -> None:
     try:
-        InputDocument.model_validate(raw)
+        OPS.input_document().model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         # A tagged union puts the op between the step index and the field: drop it.
-        loc = [p for i, p in enumerate(first["loc"]) if not (i == 2 and p in _OPS)]
+        loc = [p for i, p in enumerate(first["loc"]) if not (i == 2 and p in OPS)]
         if first["type"] in {"union_tag_not_found", "union_tag_invalid"}:
             loc.append("op")  # a missing or unknown op: name the field
         raise ScenarioError(path, ".".join(str(p) for p in loc) or None, first["msg"]) from None
@@ -466,7 +453,7 @@ def _load_steps(path: Path, *, strict: bool) -> tuple[Step, ...]:
         field, msg = _field_of(exc)
         raise ScenarioError(path, field, msg) from None
     for index, step in enumerate(steps):
-        if step.op in PROMPT_OPS and step.text is None:
+        if step.op in OPS.prompt_ops and step.text is None:
             raise ScenarioError(path, f"steps.{index}.text", f"a {step.op} step needs a text")
         for field, value in step_paths(step):
             problem = path_problem(value)
@@ -476,7 +463,8 @@ def _load_steps(path: Path, *, strict: bool) -> tuple[Step, ...]:
 
 
 def _check_expect_prompts(path: Path, meta: SnapshotMeta, steps: Sequence[Step]) -> None:
-    prompts = sum(1 for s in steps if s.op in PROMPT_OPS)
+    prompt_ops = OPS.prompt_ops
+    prompts = sum(1 for s in steps if s.op in prompt_ops)
     seen: set[int] = set()
     for index, exp in enumerate(meta.expect or []):
         if exp.prompt > prompts:
@@ -491,24 +479,20 @@ def _check_expect_prompts(path: Path, meta: SnapshotMeta, steps: Sequence[Step])
 
 
 def _session_files(folder: Path) -> tuple[Path, ...]:
-    numbers: list[int] = []
-    for entry in folder.iterdir():
-        match = _CHILD_RE.match(entry.name)
-        if match:
-            numbers.append(int(match.group(1)))
-    numbers.sort()
+    files = ScenarioFiles(folder)
+    numbers = files.child_numbers()
     if numbers != list(range(1, len(numbers) + 1)):
         raise ScenarioError(
             folder,
             "session.N.jsonl",
             f"child fixtures must be numbered 1..N without gaps, found {numbers}",
         )
-    primary = folder / "session.jsonl"
+    primary = files.session(0)
     if numbers and not primary.is_file():
-        raise ScenarioError(primary, None, "child fixtures exist but session.jsonl is missing")
-    files = [primary] if primary.is_file() else []
-    files += [folder / f"session.{n}.jsonl" for n in numbers]
-    return tuple(files)
+        raise ScenarioError(primary, None, f"child fixtures exist but {primary.name} is missing")
+    found = [primary] if primary.is_file() else []
+    found += [files.session(n) for n in numbers]
+    return tuple(found)
 
 
 def is_upstream_recording(folder: Path) -> bool:
@@ -516,10 +500,11 @@ def is_upstream_recording(folder: Path) -> bool:
     ``stdout.golden.jsonl``, or the later one's ``stdout.expected.jsonl`` beside a
     ``session.jsonl``, and never our ``model.script.json``. Lacking ``snapshot.yml`` alone never
     makes a folder upstream's."""
-    if (folder / UPSTREAM_STDOUT).is_file():
+    files = ScenarioFiles(folder)
+    if (folder / files.UPSTREAM_STDOUT).is_file():
         return True
-    recorded = (folder / STDOUT_FILES[0]).is_file() and (folder / "session.jsonl").is_file()
-    return recorded and not (folder / SCRIPT_FILE).exists()
+    recorded = (folder / files.STDOUT).is_file() and files.session(0).is_file()
+    return recorded and not files.script.exists()
 
 
 def load_scenario(folder: Path) -> Scenario:
@@ -529,9 +514,10 @@ def load_scenario(folder: Path) -> Scenario:
         ScenarioError: naming the file and field at fault.
     """
     folder = folder.resolve()
-    if not os.path.lexists(folder / INPUT_FILE):
-        raise ScenarioError(folder / INPUT_FILE, None, "not a scenario folder: input.json missing")
-    meta_file = folder / META_FILE
+    files = ScenarioFiles(folder)
+    if not os.path.lexists(files.input):
+        raise ScenarioError(files.input, None, f"not a scenario folder: {files.INPUT} missing")
+    meta_file = files.meta
     # lexists: a snapshot.yml that is a link (even a dangling one) is read, and refused, by
     # the confined open; it never counts as absent.
     meta = _load_meta(meta_file) if os.path.lexists(meta_file) else None
@@ -539,16 +525,14 @@ def load_scenario(folder: Path) -> Scenario:
         raise ScenarioError(
             meta_file,
             None,
-            f"missing: a scenario of ours needs {META_FILE} (write one with "
+            f"missing: a scenario of ours needs {files.META} (write one with "
             f"`dsh-snapshot new`, or see the snapshot README); an upstream recording has "
-            f"{UPSTREAM_STDOUT}, or stdout.expected.jsonl with session.jsonl and no "
-            f"{SCRIPT_FILE}, and this folder has neither",
+            f"{files.UPSTREAM_STDOUT}, or {files.STDOUT} with {files.PRIMARY} and no "
+            f"{files.SCRIPT}, and this folder has neither",
         )
-    steps = _load_steps(folder / INPUT_FILE, strict=meta is not None)
+    steps = _load_steps(files.input, strict=meta is not None)
     if meta is not None:
         _check_expect_prompts(meta_file, meta, steps)
-    stdout = next(
-        (folder / n for n in STDOUT_FILES if (folder / n).is_file()), folder / STDOUT_FILES[0]
-    )
+    stdout = files.stdout()
     profile = meta.profile if meta is not None else folder.parent.name
     return Scenario(folder, f"{profile}/{folder.name}", meta, steps, stdout, _session_files(folder))

@@ -57,7 +57,7 @@ class SnapshotSettings(BaseModel):
         retries: ``record``: how many more times a live recording that misses its
             ``expect:`` is made before the scenario fails.
         agent_env: extra ``DSH_*`` / provider settings for the agent, e.g. another
-            ``DSH_SYSTEM_PROMPT_FILE`` or ``DEEPSEEK_MODEL`` (the caller's own environment
+            ``DSH_SYSTEM_PROMPT_FILE`` or ``OPENAI_MODEL`` (the caller's own environment
             never reaches it).
         agent: run this ACP agent instead of ours, its model calls through ``dsh-llm-proxy``
             (``--agent``); ``None`` means each scenario's ``agent:``, if any

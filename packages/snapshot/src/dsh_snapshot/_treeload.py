@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from dsh_core import DshError, Event, LogFormatError, SessionLog
+from dsh_core import DshError, Event, LogFormatError, ScenarioFiles, SessionLog
 from dsh_llm_proxy import is_recording_root, read_log_capped, recorded_logs
 from dsh_snapshot._discover import scenario_root
-from dsh_snapshot._scenario import INPUT_FILE, is_upstream_recording, load_scenario
+from dsh_snapshot._scenario import is_upstream_recording, load_scenario
 from dsh_snapshot._tree import (
     ModelCall,
     Origin,
@@ -49,7 +49,7 @@ def _read_file(path: Path) -> SessionLog:
 
 
 def _is_proxy_root(folder: Path) -> bool:
-    return not (folder / INPUT_FILE).exists() and is_recording_root(folder)
+    return not (folder / ScenarioFiles.INPUT).exists() and is_recording_root(folder)
 
 
 def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
@@ -61,13 +61,15 @@ def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
     """
     if not path.exists():
         raise TreeError(f"{path}: no such file or folder")
-    if path.is_file() and not (path.parent / INPUT_FILE).is_file():
-        raise TreeError(f"{path}: a file outside any scenario folder (no {INPUT_FILE} beside it)")
+    if path.is_file() and not (path.parent / ScenarioFiles.INPUT).is_file():
+        raise TreeError(
+            f"{path}: a file outside any scenario folder (no {ScenarioFiles.INPUT} beside it)"
+        )
     folder = scenario_root(path)
     found: list[tuple[Path, RecordingKind]] = []
 
     def visit(current: Path) -> None:
-        if (current / INPUT_FILE).is_file():
+        if (current / ScenarioFiles.INPUT).is_file():
             found.append((current, "upstream" if is_upstream_recording(current) else "scenario"))
             return  # a scenario's workspace/ may hold anything
         if _is_proxy_root(current):
@@ -80,8 +82,8 @@ def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
     visit(folder)
     if not found:
         raise TreeError(
-            f"{folder}: not a scenario folder (no {INPUT_FILE}) nor a dsh-llm-proxy recording "
-            f"root (no recorded sessions), and none below it"
+            f"{folder}: not a scenario folder (no {ScenarioFiles.INPUT}) nor a dsh-llm-proxy "
+            f"recording root (no recorded sessions), and none below it"
         )
     return found
 

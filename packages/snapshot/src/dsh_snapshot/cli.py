@@ -207,7 +207,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def record_key() -> str | None:
-    """The live provider's key (``DEEPSEEK_API_KEY`` for ``deepseek``, see
+    """The live provider's key (its settings' ``api_key`` variable, see
     ``DSH_RECORD_PROVIDER``) after reading the keys of an untracked ``./.env`` (record mode is
     the only caller; ``_dotenv`` says what is ignored and why)."""
     from dsh_snapshot._dotenv import load_keys  # noqa: PLC0415 - .env is read in record mode only

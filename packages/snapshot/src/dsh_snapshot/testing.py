@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsh_core import ScenarioFiles
+
 __all__ = [
     "INPUT",
     "META",
@@ -55,7 +57,7 @@ class Sandbox:
         home: the fake ``$HOME``.
         tmpdir: the runner's temp dir (must be empty again after a run).
         scenarios: where the case's scenario folder is built.
-        key: the fake ``DEEPSEEK_API_KEY`` of the environment.
+        key: the fake key of the live provider in the environment (its ``API_KEY`` variable).
         other_key: a second credential in the environment (``OPENAI_API_KEY``).
         outside_key: the key stored in a sentinel file outside the run.
     """
@@ -84,7 +86,7 @@ class Sandbox:
         for folder in (box.sentinel / "dir", box.home / ".ssh", box.tmpdir, box.scenarios):
             folder.mkdir(parents=True)
         (box.sentinel / "victim.txt").write_text("precious bytes\n")
-        (box.sentinel / "secret.txt").write_text(f"DEEPSEEK_API_KEY={box.outside_key}\n")
+        (box.sentinel / "secret.txt").write_text(f"API_KEY={box.outside_key}\n")
         (box.sentinel / "dir" / "key.txt").write_text(f"{box.outside_key}\n")
         (box.home / ".bashrc").write_text("# fake home\n")
         (box.home / ".ssh" / "id_ed25519").write_text(f"{box.outside_key}\n")
@@ -102,8 +104,8 @@ class Sandbox:
         """A minimal scenario folder (input.json, snapshot.yml) plus ``files``."""
         folder = self.scenarios / "sdk" / name
         folder.mkdir(parents=True)
-        write(folder / "input.json", json.dumps(INPUT))
-        write(folder / "snapshot.yml", META)
+        write(folder / ScenarioFiles.INPUT, json.dumps(INPUT))
+        write(folder / ScenarioFiles.META, META)
         for rel, content in (files or {}).items():
             write(folder / rel, content)
         return folder

@@ -45,7 +45,7 @@ class ResponseError(AssertionError):
 
 def agent_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This environment minus every ``DSH_*`` variable and every installed model provider's
-    (``DEEPSEEK_*``…), plus ``overrides``.
+    (``OPENAI_*``…), plus ``overrides``.
 
     Kept: ``DSH_ALLOW_MODEL_REQUESTS`` (a test run's "no live calls" reaches its agents) and
     the variables of every installed store backend's ``env_prefixes`` (``DSH_POSTGRES_*``,

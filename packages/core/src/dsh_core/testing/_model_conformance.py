@@ -24,7 +24,9 @@ first appearance, one ``block-end`` per block carrying the concatenated deltas, 
 before ``finish``, nothing after it, blocks, usage and finish reason as scripted); failures
 are ``ModelError`` with a code and the scripted HTTP status, after the chunks that preceded
 them; a cancelled call ends with ``CancelledError`` and leaves the client usable; no error
-message carries the key; with live calls off, a remote call is refused with
+message carries the key; with live calls off (``DSH_ALLOW_MODEL_REQUESTS=0``, or core's own
+``dsh_core.ALLOW_MODEL_REQUESTS = False``: every client goes through core's one guard,
+:func:`dsh_core.check_model_request`), a remote call is refused with
 ``MODEL_REQUESTS_DISABLED``. :func:`chunk_union_problems` is the first rule as a function.
 
 This module imports pytest; ``dsh_core.testing`` imports it lazily.
@@ -40,6 +42,7 @@ from typing import Any
 
 import pytest
 
+import dsh_core
 from dsh_core._events import Chunk, ContentBlock
 from dsh_core._model import ALLOW_MODEL_REQUESTS_ENV, ModelClient, ModelError, ModelRequest
 from dsh_core._script_player import ChunksEntry, HangEntry, ScriptEntry, ThrowEntry
@@ -356,9 +359,26 @@ class ModelClientConformance:
         remote_client: Callable[[], ModelClient] | None,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
+        self._assert_refused(remote_client)
+
+    def test_the_core_switch_refuses_a_remote_call(
+        self,
+        remote_client: Callable[[], ModelClient] | None,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # One guard for every provider: a client that keeps its own (reading only the
+        # environment) would not honour dsh_core.ALLOW_MODEL_REQUESTS.
+        monkeypatch.delenv(ALLOW_MODEL_REQUESTS_ENV, raising=False)
+        monkeypatch.setattr(dsh_core, "ALLOW_MODEL_REQUESTS", False)
+        message = self._assert_refused(remote_client)
+        assert "dsh_core.ALLOW_MODEL_REQUESTS" in message
+
+    def _assert_refused(self, remote_client: Callable[[], ModelClient] | None) -> str:
+        """A call of a remote client fails as MODEL_REQUESTS_DISABLED; returns the message."""
         if remote_client is None:
             pytest.skip("this client reaches no remote host")
-        monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
         failure = _run_call(remote_client(), "s1", [], self.patience)
         assert isinstance(failure, ModelError), f"expected a ModelError, got {failure!r}"
         assert failure.code == "MODEL_REQUESTS_DISABLED"
+        return failure.message

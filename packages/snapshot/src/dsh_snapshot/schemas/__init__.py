@@ -14,15 +14,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from dsh_core import ScenarioFiles
+
 __all__ = ["SCHEMA_DIR", "SCHEMA_FILES", "render_schemas", "schema_problems", "write_schemas"]
 
 SCHEMA_DIR = Path(__file__).parent
 
 
 def _input() -> type[BaseModel]:
-    from dsh_snapshot._steps import InputDocument  # noqa: PLC0415 - import cycle
+    from dsh_snapshot._steps import OPS  # noqa: PLC0415 - import cycle
 
-    return InputDocument
+    return OPS.input_document()
 
 
 def _meta() -> type[BaseModel]:
@@ -45,10 +47,10 @@ def _override() -> type[BaseModel]:
 
 # scenario file -> (schema file, the model that describes it)
 SCHEMA_FILES: dict[str, tuple[str, Callable[[], type[BaseModel]]]] = {
-    "input.json": ("input.schema.json", _input),
-    "snapshot.yml": ("snapshot.schema.json", _meta),
-    "model.script.json": ("model.script.schema.json", _script),
-    "replay.override.json": ("replay.override.schema.json", _override),
+    ScenarioFiles.INPUT: ("input.schema.json", _input),
+    ScenarioFiles.META: ("snapshot.schema.json", _meta),
+    ScenarioFiles.SCRIPT: ("model.script.schema.json", _script),
+    ScenarioFiles.OVERRIDE: ("replay.override.schema.json", _override),
 }
 
 
