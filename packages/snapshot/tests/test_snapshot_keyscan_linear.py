@@ -31,6 +31,8 @@ _SHORT_LINES = [
     "https://user:pa55word@example.org/x",
     "AKIA" + "Q" * 16,
     "glpat-" + "x" * 20,
+    "glagent-" + "a" * 60,
+    "GR1348941" + "c" * 25 + " and more",
     "xoxb-1234-abcdef",
 ]
 

@@ -19,6 +19,7 @@ hashes stay valid.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -79,6 +80,10 @@ def _always(_value: str) -> bool:
 
 
 Find = Callable[[str], Iterator[str]]
+# A look-ahead or look-behind holding no group: removed, it leaves a pattern that matches
+# wherever the original did (and more).
+_LOOKAROUND = re.compile(r"\(\?<?[=!][^()]*\)")
+_BIG_REPEAT = re.compile(r"\{(\d+),\d{4,}\}")
 
 
 def _nothing(_text: str) -> Iterator[str]:
@@ -103,12 +108,21 @@ def _regex_detector(plugin: Any) -> tuple[Find, list[str], Find]:
     denylist = cast(list[re.Pattern[str]], plugin.denylist)
     compiled = [_linear(p) for p in denylist]
     valid = cast(Callable[[str], bool], getattr(plugin, "is_formally_valid", _always))
-    sources = [
-        f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})"
-        for p, c in zip(denylist, compiled, strict=True)
-        if not isinstance(c, re.Pattern)
-    ]
-    python: list[Any] = [c for c in compiled if isinstance(c, re.Pattern)]
+    sources: list[str] = []
+    python: list[Any] = []
+    for pattern, engine in zip(denylist, compiled, strict=True):
+        source = pattern.pattern
+        if isinstance(engine, re.Pattern):
+            # A look-around only narrows a match, and so does a repetition's upper bound (RE2
+            # takes none above 1000): without them the pattern matches wherever it did, so
+            # that relaxed form screens for it (when RE2 takes it).
+            source = _BIG_REPEAT.sub(r"{\1,}", _LOOKAROUND.sub("", source))
+            try:
+                linear_regex(source)
+            except ValueError:
+                python.append(engine)
+                continue
+        sources.append(f"(?i:{source})" if pattern.flags & re.IGNORECASE else f"(?:{source})")
     return _finder(compiled, valid), sources, _finder(python, valid) if python else _nothing
 
 
@@ -136,10 +150,16 @@ def _preceded_start(text: str, run: int) -> int | None:
     return None if opening is None else opening.start()
 
 
+def _keyword_words() -> tuple[str, ...]:
+    """The keyword detector's denylisted words (regular expressions)."""
+    keyword = import_module("detect_secrets.plugins.keyword")
+    return cast(tuple[str, ...], keyword.DENYLIST)
+
+
 def _keyword_detector() -> Callable[[str], Iterator[str]]:
     keyword = import_module("detect_secrets.plugins.keyword")
     table = cast(dict[re.Pattern[str], int], keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP)
-    word = re.compile(r"(?i)(?:" + "|".join(cast(tuple[str, ...], keyword.DENYLIST)) + ")")
+    word = re.compile(r"(?i)(?:" + "|".join(_keyword_words()) + ")")
     run_end = re.compile(r"\w*")
     preceded = keyword.PRECEDED_BY_EQUAL_COMPARISON_SIGNS_QUOTES_REQUIRED_REGEX
 
@@ -188,6 +208,13 @@ def _built() -> tuple[tuple[Detector, ...], Screened]:
         kind = f"{plugin.secret_type} (detect-secrets)"
         if name == "KeywordDetector":
             find = unscreened = _keyword_detector()
+            # It yields nothing where no denylisted word occurs: the screen can stand for it
+            # too, when RE2 takes the words.
+            words = "(?i:" + "|".join(_keyword_words()) + ")"
+            with contextlib.suppress(ValueError):
+                linear_regex(words)
+                sources.append(words)
+                unscreened = _nothing
         else:
             find, screened_sources, unscreened = _regex_detector(plugin)
             sources += screened_sources
@@ -209,9 +236,10 @@ def detectors() -> tuple[Detector, ...]:
 def screened() -> Screened:
     """``(screen, every, rest)``: ``screen`` (one RE2 alternation of every regex detector's
     RE2 patterns, or ``None``) matches somewhere in a text whenever any of those patterns
-    does; ``every`` is :func:`detectors`; ``rest`` is what must still run where the screen
-    finds nothing, in the same order (the keyword detector, the Python-engine patterns). One
-    screen search instead of ~30 RE2 calls per text: most texts a scan reads hold no
+    does, or any word the keyword detector starts from; ``every`` is :func:`detectors`;
+    ``rest`` is what must still run where the screen finds nothing, in the same order (the
+    Python-engine patterns whose relaxed form RE2 does not take). One screen search instead
+    of ~30 RE2 calls and the keyword search per text: most texts a scan reads hold no
     key-shaped value at all."""
     return _built()[1]
 
