@@ -53,12 +53,20 @@ def _not_live(copy: Path) -> list[str]:
     return wrong
 
 
+def copy_scenarios(source: Path, target: Path) -> None:
+    """Copy a scenario tree with its links as links: the gate then refuses a link leading out
+    of a scenario, as it does in the checkout. (Following them would copy what a pull
+    request's `workspace -> ~/.ssh` names into the copy as plain files, past every check:
+    red team F16.)"""
+    shutil.copytree(source, target, symlinks=True)
+
+
 def main() -> int:
     """Record, replay and refresh a copy of ``snapshots/`` against the contract server."""
     work = Path(tempfile.mkdtemp(prefix="dsh-record-contract-"))
     try:
         copy = work / "snapshots"
-        shutil.copytree(ROOT / "snapshots", copy)
+        copy_scenarios(ROOT / "snapshots", copy)
         key = "sk-" + secrets.token_hex(16)  # fake, and only ever in this process's children
         library = ScriptLibrary.from_folder(copy)
         # The provider a record run uses by default, played by the server: its variables come
