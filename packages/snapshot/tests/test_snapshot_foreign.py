@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from dsh_core import Chunk
+from dsh_core import Chunk, ToolSandbox
 from dsh_core.plugins import default_store_backend_names
 from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_scenario
-from dsh_snapshot._foreign import ForeignAgent, foreign_agent
+from dsh_snapshot._foreign import ForeignAgent, foreign_agent, private_paths
 from dsh_snapshot.cli import main
 
 requires_sandbox = pytest.mark.skipif(
@@ -179,6 +179,30 @@ def test_the_agent_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch)
     assert (env["HOME"], env["TMPDIR"], env["LC_ALL"]) == ("/run/home", "/run/tmp", "C.UTF-8")
     assert set(env) <= {"PATH", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "HOME", "TMPDIR",
                         "TMP", "TEMP", "OPENAI_API_KEY", "OPENAI_BASE_URL"}  # fmt: skip
+
+
+def test_agent_env_values_take_the_proxy_url_where_they_say_base_url() -> None:
+    # Mistral Vibe takes its endpoint inside a JSON list of providers, not in a variable.
+    providers = '[{"name": "proxy", "api_base": "{base_url}"}]'
+    agent = ForeignAgent(("x",), "OPENAI_BASE_URL", {"VIBE_PROVIDERS": providers, "M": "m"})
+    env = agent.environment("http://127.0.0.1:5/v1", "/run/home", "/run/tmp")
+    assert json.loads(env["VIBE_PROVIDERS"])[0]["api_base"] == "http://127.0.0.1:5/v1"
+    assert (env["M"], env["OPENAI_BASE_URL"]) == ("m", "http://127.0.0.1:5/v1")
+
+
+def test_the_private_paths_are_placeholders_absolute_and_as_the_cwd_reaches_them(
+    tmp_path: Path,
+) -> None:
+    # Qwen Code names its home's files relative to its workspace ("../dsh-tool-x1/home/…").
+    sandbox, cwd = ToolSandbox(root=tmp_path), tmp_path / "cwd"
+    paths = private_paths(sandbox, cwd)
+    home = sandbox.home.relative_to(tmp_path)
+    assert paths[str(sandbox.home)] == paths[f"../{home}"] == "{{home}}"
+    assert paths[str(sandbox.tmp)] == paths[f"../{sandbox.tmp.relative_to(tmp_path)}"] == "{{tmp}}"
+    assert private_paths(sandbox, None) == {
+        str(sandbox.home): "{{home}}",
+        str(sandbox.tmp): "{{tmp}}",
+    }
 
 
 # --- the command line ---------------------------------------------------------------------

@@ -89,8 +89,10 @@ def _rerecord(scenario: Scenario) -> str:
     """Why accept cannot change a foreign agent's model calls, and what does."""
     return (
         "a scenario with agent: replays the model calls dsh-llm-proxy recorded "
-        "(session*.jsonl) as committed, so neither replay nor accept changes them; to change "
-        "what the agent asks or what the model answers, record it again: dsh-snapshot record "
+        "(session*.jsonl) as committed, so neither replay nor accept changes them; to take "
+        "what the agent now asks (its prompt, system prompt, tools) and keep the recorded "
+        f"answers without asking the model: dsh-snapshot record --keep-answers {scenario.path}; "
+        "to change what the model answers, record it again: dsh-snapshot record "
         f"--scripted {scenario.path} (answers from {ScenarioFiles.SCRIPT}) or dsh-snapshot record "
         f"{scenario.path} (live)"
     )

@@ -7,6 +7,7 @@ The same run serves every mode. ``replay`` compares and writes nothing; ``refres
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -110,6 +111,8 @@ class ScenarioResult:
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
     header_note: str = ""
+    accepted: list[str] = field(default_factory=list[str])
+    """``record-accept``: the request changes that kept their recorded answers."""
 
     @property
     def mode(self) -> Mode:
@@ -453,8 +456,15 @@ def _run(
                         api_key=settings.key,
                         timeout=settings.timeout,
                         cwd=cwd,
+                        keep_answers=settings.mode == "record-accept",
                         hide=hidden,
                     )
+                )
+            elif settings.mode == "record-accept":
+                raise AgentError(
+                    "--keep-answers records a foreign agent's (agent:) new requests with its "
+                    "recorded answers; our agent's scenarios are recorded again (record "
+                    "--scripted or record)"
                 )
             elif replay is not None:
                 # a live recording's drift check asks for the settings it was made with
@@ -509,6 +519,8 @@ def _run(
             finally:
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
+        if (accepted := tmp / "accepted.json").is_file():
+            result.accepted = [str(a) for a in json.loads(accepted.read_text(encoding="utf-8"))]
         # Each harvested log is parsed once: ordering, names and normalising share it.
         if model is not None:
             parsed, agent_ids = model.logs(), normalised_ids(agent.session_ids)

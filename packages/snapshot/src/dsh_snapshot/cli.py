@@ -177,11 +177,19 @@ def _parser() -> argparse.ArgumentParser:
                 "--composition", type=_persistences, default=None, help=argparse.SUPPRESS
             )
         if name == "record":
-            cmd.add_argument(
+            how = cmd.add_mutually_exclusive_group()
+            how.add_argument(
                 "--scripted",
                 action="store_true",
                 help="keyless: record against the scripted model server "
                 "(model.script.json) and mark the scenario 'scripted'",
+            )
+            how.add_argument(
+                "--keep-answers",
+                action="store_true",
+                help="keyless, for a scenario with agent:: record the agent's new requests "
+                "(a changed prompt, system prompt or tools) with the recorded answers, "
+                "which are NOT asked again; fails when the run needs other calls",
             )
             cmd.add_argument(
                 "--retries",
@@ -318,6 +326,8 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         fields["mode"] = "refresh"
     elif command == "record":
         fields["mode"] = "record-scripted" if cast(bool, args.scripted) else "record"
+        if cast(bool, args.keep_answers):
+            fields["mode"] = "record-accept"
         retries = cast(int | None, args.retries)
         fields["retries"] = RecordSettings().retries if retries is None else retries
     return SnapshotSettings(**fields)
