@@ -279,6 +279,8 @@ class ScenarioFolder(pytest.Directory):
                 )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
+                # pytest prints item names raw (failure headers, the summary): a profile from
+                # snapshot.yml could retitle or clear the terminal (red team F12).
                 name=_shown_item(f"{scenario.name}[{persistence}]"),
                 scenario=scenario,
                 persistence=persistence,
