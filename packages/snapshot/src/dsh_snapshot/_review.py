@@ -43,6 +43,7 @@ from dsh_snapshot._pending import (
 )
 from dsh_snapshot._publish import DirtyRecordingError
 from dsh_snapshot._runner import write_fixtures
+from dsh_snapshot._safeout import safe_console
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._tree import TreeError
 from dsh_snapshot._treeload import find_recordings
@@ -260,7 +261,7 @@ def review_command(
 
     The console defaults to the terminal's own width, which decides side by side or unified.
     """
-    console = console or Console()
+    console = console or safe_console()
     found: list[tuple[Scenario, list[Pending]]] = []
     ok = True
     for scenario in scenarios:

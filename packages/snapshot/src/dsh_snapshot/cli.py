@@ -37,7 +37,7 @@ from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
-from dsh_snapshot._safeout import safe_output
+from dsh_snapshot._safeout import safe_console, safe_output
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -346,7 +346,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.foreign_agent = agent_from_arguments(parser, args)
-    console = Console(width=max(Console().width, 160))
+    console = safe_console(width=max(Console().width, 160))
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))

@@ -128,9 +128,15 @@ class _ScenarioRoots:
     """
 
     def __init__(self, config: pytest.Config) -> None:
+        from dsh_snapshot._discover import scenario_root  # noqa: PLC0415 - keep the plugin inert and cheap
+        from dsh_snapshot._scenario import ScenarioError  # noqa: PLC0415 - ditto
+
         here = config.invocation_params.dir
-        paths = [(here / arg.split("::", 1)[0]).resolve() for arg in config.args]
-        self.roots = [p for p in paths if p.is_dir()]
+        paths = [here / arg.split("::", 1)[0] for arg in config.args]
+        try:  # the CLI's refusals too: a root that is (or passes through) a planted link
+            self.roots = [scenario_root(p) for p in paths if p.is_dir()]
+        except ScenarioError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self._scenarios: set[Path] | None = None
 
     def scenarios(self) -> set[Path]:
@@ -273,6 +279,8 @@ class ScenarioFolder(pytest.Directory):
                 )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
+                # pytest prints item names raw (failure headers, the summary): a profile from
+                # snapshot.yml could retitle or clear the terminal (red team F12).
                 name=_shown_item(f"{scenario.name}[{persistence}]"),
                 scenario=scenario,
                 persistence=persistence,
