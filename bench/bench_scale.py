@@ -96,7 +96,7 @@ def copies(target: Path, k: int, source: Path = OURS) -> tuple[Path, int]:
     target.mkdir(parents=True)
     count = 0
     for i in range(k):
-        shutil.copytree(source, target / f"copy{i:03d}" / source.name)
+        shutil.copytree(source, target / f"copy{i:03d}" / source.name, symlinks=True)
     count = sum(1 for _ in target.rglob("input.json"))
     return target, count
 

@@ -11,7 +11,9 @@ scripted model server through dsh-llm-proxy; here they replay with no model at a
   turns its date into `{{date}}`);
 - red, with the cause as the headline, when the user's prompt changes, when the agent's
   system prompt changes (a project instruction file it reads), and when a tool answers
-  otherwise than it did at recording time.
+  otherwise than it did at recording time;
+- a changed prompt accepted keylessly (`record --keep-answers`): the new request recorded with
+  the recorded answer, green again.
 
 Elsewhere (the workspace tests, a machine without the agents) the file skips, saying how to
 run it; under the nox session (DSH_THIRD_PARTY_AGENTS=required) a missing agent fails.
@@ -145,3 +147,19 @@ def test_red_when_a_tool_answers_otherwise(agent: str, tmp_path: Path) -> None:
     session.write_text("\n".join(edited) + "\n")
     out = _red(folder, tmp_path, DRIFT[1])
     assert "SNAPSHOT_CHANGED" in out, out
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_a_changed_prompt_is_accepted_keylessly_with_the_recorded_answers(
+    agent: str, tmp_path: Path
+) -> None:
+    folder = _copy(f"{agent}-plain", tmp_path)
+    steps = json.loads((folder / "input.json").read_text())
+    steps["steps"][-1]["text"] = "Reply with exactly the word: PONG. Nothing else."
+    (folder / "input.json").write_text(json.dumps(steps))
+    code, out, _ = _gate("record", "--keep-answers", str(folder), cwd=tmp_path)
+    assert code == 0, out
+    assert "the model was NOT asked again (1 changed request(s)" in out, out
+    assert "Nothing else." in (folder / "session.jsonl").read_text()
+    code, out, _ = _gate("replay", "--persistence", "jsonl", str(folder), cwd=tmp_path)
+    assert code == 0, out

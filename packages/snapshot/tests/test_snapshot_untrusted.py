@@ -555,7 +555,7 @@ CASES = [
     Case(
         "discovery-root-named-through-a-link-is-refused",
         _root_link,
-        expect=("snapshots is a symbolic link", "name the folder it points to"),
+        expect=("snapshots: a symbolic link (to", "name the real folder"),
         code=2,
         cwd="scenarios",
     ),

@@ -69,19 +69,20 @@ def scenario_root(path: Path) -> Path:
 
     ``replay snapshots/sdk/x/input.json`` means the scenario ``snapshots/sdk/x``.
 
+    A path that is, or passes through, a symbolic link below the working directory is refused:
+    the user names ``snapshots``, but the checkout decides what ``snapshots`` is, and a link
+    there would make ``refresh`` write into another tree (or walk ``/``).
+
     Raises:
-        ScenarioError: the path does not exist, or is a file outside any scenario folder.
+        ScenarioError: the path does not exist, is or passes through such a link, or is a file
+            outside any scenario folder.
     """
-    linked = _linked_component(path)
-    if linked is not None:
-        # The user names `snapshots`, but a pull request decides what `snapshots` is: a link
-        # there would make refresh write into another tree, or discovery walk `/` (red team
-        # F15). A folder reached through a link is named by its real path, if meant.
+    if (link := _link_on_the_way(path)) is not None:
         raise ScenarioError(
-            path,
+            link,
             None,
-            f"{linked} is a symbolic link: scenarios are never reached through one; name the "
-            "folder it points to if you mean it",
+            f"a symbolic link (to {os.readlink(link)}); the gate never follows a link into "
+            "the scenario tree: name the real folder",
         )
     if path.is_dir():
         return path.resolve()
@@ -94,19 +95,23 @@ def scenario_root(path: Path) -> Path:
     raise ScenarioError(path, None, "no such scenario folder")
 
 
-def _linked_component(path: Path) -> Path | None:
-    """The first symbolic link on ``path``: every component below the current directory when
-    the path lies under it (what a checkout holds), else the path itself."""
-    absolute = Path(os.path.abspath(path))
-    here = Path(os.getcwd())
-    if absolute == here or here in absolute.parents:
-        walked = here
-        for part in absolute.relative_to(here).parts:
-            walked = walked / part
-            if walked.is_symlink():
-                return walked
-        return None
-    return absolute if absolute.is_symlink() else None
+def _link_on_the_way(path: Path) -> Path | None:
+    """The first link among ``path``'s components inside the working directory, if any.
+
+    Components above the working directory (``/tmp`` on macOS, a home on another disk) are the
+    machine's, not the checkout's, and are taken as they are.
+    """
+    here = Path.cwd()
+    full = path if path.is_absolute() else here / path
+    if full.is_relative_to(here):
+        parts, walked = full.relative_to(here).parts, here
+    else:
+        parts, walked = (full.name,), full.parent
+    for part in parts:
+        walked = walked / part
+        if walked.is_symlink():
+            return walked
+    return None
 
 
 @dataclass(frozen=True)

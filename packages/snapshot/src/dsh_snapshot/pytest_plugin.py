@@ -128,9 +128,15 @@ class _ScenarioRoots:
     """
 
     def __init__(self, config: pytest.Config) -> None:
+        from dsh_snapshot._discover import scenario_root  # noqa: PLC0415 - keep the plugin inert and cheap
+        from dsh_snapshot._scenario import ScenarioError  # noqa: PLC0415 - ditto
+
         here = config.invocation_params.dir
-        paths = [(here / arg.split("::", 1)[0]).resolve() for arg in config.args]
-        self.roots = [p for p in paths if p.is_dir()]
+        paths = [here / arg.split("::", 1)[0] for arg in config.args]
+        try:  # the CLI's refusals too: a root that is (or passes through) a planted link
+            self.roots = [scenario_root(p) for p in paths if p.is_dir()]
+        except ScenarioError as exc:
+            raise pytest.UsageError(str(exc)) from None
         self._scenarios: set[Path] | None = None
 
     def scenarios(self) -> set[Path]:
