@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -537,3 +538,17 @@ def test_keep_answers_takes_a_changed_prompt_and_keeps_the_recorded_answer(
     assert not more.ok
     assert "more sessions than the recording" in more.failures[0]
     assert (folder / "session.jsonl").read_text() == before
+
+
+def test_the_gate_loads_the_proxy_server_only_for_a_foreign_run() -> None:
+    """One ``dsh-llm-proxy`` per gate process serves its foreign runs; a gate that runs none
+    never imports the server stack (uvicorn, starlette, httpx: ~0.15 CPU-s of its start)."""
+    probe = (
+        "import sys\n"
+        "import dsh_snapshot.cli\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'uvicorn', 'starlette', 'httpx'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -38,7 +38,7 @@ import urllib.parse
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -56,7 +56,7 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import ProxyHub, ProxyRoute, Scrub, open_store, recorded_logs, shared_hub
+from dsh_llm_proxy import Scrub, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, ScenarioAgent
 from dsh_snapshot._agentspec import (
     BASE_URL,
@@ -68,6 +68,9 @@ from dsh_snapshot._agentspec import (
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
+
+if TYPE_CHECKING:
+    from dsh_llm_proxy import ProxyHub, ProxyRoute
 
 __all__ = [
     "ForeignAgent",
@@ -373,6 +376,14 @@ def foreign_model(
         if replaying:
             report = route.report().as_json()
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def shared_hub() -> ProxyHub:
+    """:func:`dsh_llm_proxy.shared_hub`, imported on the first foreign run: the server stack
+    (uvicorn, starlette, httpx: ~0.1 CPU-s) is no part of a gate that runs none."""
+    from dsh_llm_proxy import shared_hub as start  # noqa: PLC0415 - see above
+
+    return start()
 
 
 def _hub() -> ProxyHub:
