@@ -157,7 +157,7 @@ def bench(session: nox.Session) -> None:
 
 
 # dsh-snapshot's options that take a value: their value is never a path.
-_SNAPSHOT_VALUED = {"-k", "-j", "--jobs", "--timeout", "--persistence", "--retries", "--max-age"}
+_SNAPSHOT_VALUED = {"-k", "-j", "--jobs", "--timeout", "--store", "--retries", "--max-age"}
 
 
 def _snapshot_args(posargs: list[str]) -> list[str]:
@@ -202,7 +202,7 @@ def dsh_snapshot(session: nox.Session) -> None:
 def snapshot_postgres(session: nox.Session) -> None:
     """The replay gate on the PostgreSQL store: DSH_POSTGRES_DSN's server, else a private one."""
     sync(session, "test")
-    gate = ["dsh-snapshot", "replay", "--jobs", "auto", "--persistence", "postgres"]
+    gate = ["dsh-snapshot", "replay", "--jobs", "auto", "--store", "postgres"]
     gate += _snapshot_args(session.posargs)
     if os.environ.get("DSH_POSTGRES_DSN"):
         session.run(*gate)

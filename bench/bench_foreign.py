@@ -99,7 +99,7 @@ def gate(env: dict[str, str], tmp: Path, k: int) -> tuple[int, float, int]:
     for i in range(k):
         shutil.copytree(SCENARIO, folder / f"copy{i:03d}" / "foreign" / SCENARIO.name)
     command = str(Path(sys.executable).with_name("dsh-snapshot"))
-    argv = [command, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
+    argv = [command, "replay", str(folder), "--jobs", "2", "--store", "jsonl,sqlite"]
     out = subprocess.run(
         [sys.executable, "-c", _TREE, *argv], env=env, capture_output=True, text=True, check=True
     ).stdout

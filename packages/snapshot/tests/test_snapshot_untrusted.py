@@ -161,7 +161,7 @@ def _replay(folder: Path, *extra: str) -> list[str]:
     return [
         "replay",
         str(folder),
-        "--persistence",
+        "--store",
         "jsonl",
         "--jobs",
         "1",
@@ -225,7 +225,7 @@ def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False)
         (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
         body: dict[str, Any] = {
             "version": 1,
-            "persistence": "jsonl",
+            "store": "jsonl",
             "acceptable": True,
             "failures": ["planted"],
             "inputs": {},
@@ -412,7 +412,7 @@ def _listener_untouched(world: World) -> None:
 
 def _pinned_server_store(world: World) -> list[str]:
     folder = world.box.scenario("pinned")
-    pinned = META.replace("persistence: jsonl", "persistence: postgres")
+    pinned = META.replace("store: jsonl", "store: postgres")
     (folder / "snapshot.yml").write_text(pinned)
     assert world.env is not None
     # Where a server would be, were the gate to go there: a socket directory of our own.
@@ -599,7 +599,7 @@ CASES = [
     Case(
         "store-a-server-pinned-by-a-scenario-is-not-reached",
         _pinned_server_store,
-        expect=("pins the server store 'postgres'", "--persistence postgres", "not run"),
+        expect=("pins the server store 'postgres'", "--store postgres", "not run"),
         code=1,
     ),
     Case(
