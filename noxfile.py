@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 
 import nox
 
@@ -327,3 +328,112 @@ def html_check(session: nox.Session) -> None:
     sync(session, "test", "browser")
     env = {"DSH_CHROMIUM": chromium, "DSH_HTML_SCREENSHOT": str(ROOT / "build" / "html-report.png")}
     session.run("pytest", "tests/browser", "-p", "no:cacheprovider", *session.posargs, env=env)
+
+
+# --- third-party ACP agents ------------------------------------------------------------------
+THIRD_PARTY = ROOT / "tests" / "third_party"
+# Qwen Code 0.15.10 is the newest release whose engines accept node 20 (0.21+ need node 22).
+NODE_MAJOR = 20
+# Mistral Vibe needs Python >= 3.12: it gets a venv of its own, never the project's 3.11 one.
+# Its pins were resolved for 3.12 (mistral-vibe 3.0.3 pins a certifi release PyPI does not
+# serve, so 3.0.2): `echo mistral-vibe==3.0.2 | uv pip compile --python-version 3.12
+# --generate-hashes --no-header - -o tests/third_party/mistral-vibe.txt`.
+VIBE_PYTHONS = ("3.12", "3.13")
+
+
+def _stamped(folder: pathlib.Path, *inputs: pathlib.Path) -> tuple[bool, pathlib.Path, str]:
+    """Whether ``folder`` was installed from exactly these pin files (and the stamp to write)."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in inputs)).hexdigest()
+    stamp = folder / ".dsh-installed"
+    return stamp.is_file() and stamp.read_text() == digest, stamp, digest
+
+
+def _install_qwen(session: nox.Session, dest: pathlib.Path) -> pathlib.Path:
+    """Qwen Code into ``dest`` from tests/third_party/package-lock.json (its tarball's
+    integrity checked), no install scripts, no optional packages; returns the ``qwen``
+    launcher. Not ``npm ci``: Qwen names optional platform packages (clipboard builds for
+    other systems) that the registry does not have, which ``npm ci`` refuses as a lock out of
+    sync; without optional packages its shell tool runs through child_process, not node-pty,
+    the same on every machine. Qwen has no dependencies, so the one pin is the whole tree."""
+    node = shutil.which("node")
+    if node is None:
+        session.error(f"Qwen Code needs node >= {NODE_MAJOR} on PATH (Debian/Ubuntu: nodejs)")
+    version = session.run(node, "--version", silent=True, external=True) or ""
+    major = int(str(version).strip().lstrip("v").split(".")[0] or 0)
+    if major < NODE_MAJOR:
+        session.error(f"Qwen Code 0.15.10 needs node >= {NODE_MAJOR}; {node} is {version}")
+    lock, manifest = THIRD_PARTY / "package-lock.json", THIRD_PARTY / "package.json"
+    done, stamp, digest = _stamped(dest, manifest, lock)
+    if not done:
+        dest.mkdir(parents=True, exist_ok=True)
+        stamp.unlink(missing_ok=True)
+        shutil.copyfile(manifest, dest / "package.json")
+        shutil.copyfile(lock, dest / "package-lock.json")
+        npm = ["npm", "install", "--ignore-scripts", "--omit=optional", "--no-audit", "--no-fund"]
+        session.run(*npm, "--loglevel=error", "--prefix", str(dest), external=True)
+        stamp.write_text(digest)
+    return dest / "node_modules" / ".bin" / "qwen"
+
+
+def _python_at_least_312(session: nox.Session) -> str:
+    """A Python >= 3.12 of this machine that runs: pyenv's installed versions (``PYENV_ROOT``,
+    else ~/.pyenv), then python3.13/python3.12 on PATH. Each candidate is run once: a pyenv
+    shim on PATH for a version that is not selected fails, and is skipped."""
+    root = pathlib.Path(os.environ.get("PYENV_ROOT") or "~/.pyenv").expanduser()
+    candidates = [
+        str(found)
+        for version in VIBE_PYTHONS
+        for found in sorted(root.glob(f"versions/{version}*/bin/python{version}"), reverse=True)
+    ]
+    candidates += [found for v in VIBE_PYTHONS if (found := shutil.which(f"python{v}"))]
+    check = "import sys; assert sys.version_info >= (3, 12); print(sys.executable)"
+    for candidate in candidates:
+        run = subprocess.run([candidate, "-c", check], capture_output=True, text=True, check=False)
+        if run.returncode == 0:
+            return run.stdout.strip()
+    session.error(
+        "Mistral Vibe needs Python >= 3.12 and none runs here (pyenv's versions/, python3.12 "
+        "or python3.13 on PATH): install one, e.g. `pyenv install 3.12`"
+    )
+
+
+def _install_vibe(session: nox.Session, dest: pathlib.Path) -> pathlib.Path:
+    """A venv of its own for Mistral Vibe from tests/third_party/mistral-vibe.txt (every
+    package pinned with hashes), bytecode compiled: the agent runs in a sandbox where its
+    site-packages are read-only, so an uncompiled one recompiles on every start."""
+    requirements = THIRD_PARTY / "mistral-vibe.txt"
+    done, stamp, digest = _stamped(dest, requirements)
+    if not done:
+        python = _python_at_least_312(session)
+        session.run("uv", "venv", "--clear", "--python", python, str(dest), external=True)
+        sync_args = ["uv", "pip", "sync", "--require-hashes", "--compile-bytecode"]
+        sync_args += ["--python", str(dest / "bin" / "python"), str(requirements)]
+        session.run(*sync_args, external=True)
+        stamp.write_text(digest)
+    return dest / "bin" / "vibe-acp"
+
+
+@nox.session(python=PYTHON)
+def third_party_agents(session: nox.Session) -> None:
+    """Install Qwen Code (npm) and Mistral Vibe (PyPI) pinned, then gate them keylessly."""
+    sync(session, "test")
+    # Outside the checkout: the agents' sandbox hides the checkout (its .env and .git) and
+    # /tmp, so they are installed in the user's cache (DSH_THIRD_PARTY_HOME overrides it).
+    cache = os.environ.get("DSH_THIRD_PARTY_HOME") or "~/.cache/dsh-py/third-party"
+    home = pathlib.Path(cache).expanduser()
+    launchers = {
+        "qwen": _install_qwen(session, home / "qwen"),
+        "vibe-acp": _install_vibe(session, home / "vibe"),
+    }
+    # Only the launchers go on PATH (not the vibe venv's own python).
+    bin_dir = home / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, target in launchers.items():
+        link = bin_dir / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    session.env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    session.env["DSH_THIRD_PARTY_AGENTS"] = "required"  # the tests may not skip
+    # Two workers: each test is one agent run waiting on node or Python start-up most of the time.
+    pytest = ["pytest", "tests/third_party", "-n", "2", "-p", "no:cacheprovider", "--durations=0"]
+    session.run(*pytest, *session.posargs)

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from treecpu import bytecode_env, load_average, tree
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "foreign" / "acp-example"
 TARGET = 1.5
@@ -58,28 +60,6 @@ with ScriptedModelServer(router=lambda body: (answers.pop(0), None)) as server:
 print(json.dumps(cpu))
 """
 
-# A sandboxed agent's bubblewrap double-forks: its inner half is orphaned and would be reaped by
-# init, its CPU (the agent's included) lost to RUSAGE_CHILDREN. As a child subreaper this
-# wrapper inherits every orphan of the tree and reaps it, so the whole tree is counted.
-_TREE = """
-import ctypes, json, os, resource, subprocess, sys
-ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        break
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"code": code, "cpu": usage.ru_utime + usage.ru_stime}))
-"""
-
-
-def _env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(cache)
-    return env
-
 
 def bare(env: dict[str, str], runs: int) -> list[float]:
     """CPU seconds of each bare run of the foreign agent."""
@@ -100,11 +80,8 @@ def gate(env: dict[str, str], tmp: Path, k: int) -> tuple[int, float, int]:
         shutil.copytree(SCENARIO, folder / f"copy{i:03d}" / "foreign" / SCENARIO.name)
     command = str(Path(sys.executable).with_name("dsh-snapshot"))
     argv = [command, "replay", str(folder), "--jobs", "2", "--store", "jsonl,sqlite"]
-    out = subprocess.run(
-        [sys.executable, "-c", _TREE, *argv], env=env, capture_output=True, text=True, check=True
-    ).stdout
+    data = tree(argv, env)
     shutil.rmtree(folder)
-    data = json.loads(out.strip().splitlines()[-1])
     return int(data["code"]), float(data["cpu"]), 2 * k
 
 
@@ -130,17 +107,13 @@ def close_ms(runs: int) -> tuple[float, float]:
     return statistics.median(walls) * 1000, min(walls) * 1000
 
 
-def _load() -> str:
-    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def run(quick: bool) -> str:
     """Measure bare and gated runs, interleaved; return the Markdown section."""
     k2 = 2 if quick else 5
     repeats = 1 if quick else 3
     with tempfile.TemporaryDirectory(prefix="dsh-bench-foreign-") as tmp_name:
         tmp = Path(tmp_name)
-        env = _env(tmp / "pycache")
+        env = bytecode_env(tmp / "pycache")
         bare(env, 1)  # fill the bytecode cache
         bares: list[float] = []
         small: list[tuple[int, float, int]] = []
@@ -149,7 +122,9 @@ def run(quick: bool) -> str:
             bares += bare(env, 3)
             small.append(gate(env, tmp, 1))
             large.append(gate(env, tmp, k2))
-            print(f"bench: foreign {small[-1]} {large[-1]} (load {_load()})", file=sys.stderr)
+            print(
+                f"bench: foreign {small[-1]} {large[-1]} (load {load_average()})", file=sys.stderr
+            )
     close_median, close_best = close_ms(5 if quick else 15)
     anchor = statistics.median(bares)
     cpu1 = statistics.median(c for _, c, _ in small)
@@ -162,7 +137,7 @@ def run(quick: bool) -> str:
         "## A foreign agent's run (`bench/bench_foreign.py`)\n",
         (__doc__ or "").split("\n\n", 1)[1].strip() + "\n",
         f"Medians of {repeats} interleaved repeats (bare: {len(bares)} runs). Load average at "
-        f"the end: {_load()} on {os.cpu_count()} cores (a machine shared with other "
+        f"the end: {load_average()} on {os.cpu_count()} cores (a machine shared with other "
         "engineers: compare the ratios, measured in the same run).\n",
         "| what | runs | CPU s | CPU ms / run | x bare |",
         "|---|---:|---:|---:|---:|",

@@ -29,17 +29,24 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
 OURS = SNAPSHOTS / "sdk"
 """Our agent's scenarios: the scale table's. A foreign agent (``snapshots/foreign``) is never
-forked (it is not ours to pre-import) and starts ``dsh-llm-proxy`` per run, so its cost is its
-own row, not folded into ours."""
+forked (it is not ours to pre-import) and runs sandboxed, so its cost is its own row, not folded
+into ours (``bench_foreign`` measures it against the agent's own bare run)."""
 FOREIGN = SNAPSHOTS / "foreign"
 CPU_TARGET = 8.0
 K50_TARGET_S = 120.0
 
+# A child subreaper (see treecpu): a sandboxed process's orphaned half is reaped and counted.
 _TREE = """
-import json, resource, subprocess, sys, time
+import ctypes, json, os, resource, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 started = time.perf_counter()
 code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
 wall = time.perf_counter() - started
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"code": code, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
                   "maxrss_kb": usage.ru_maxrss}))
@@ -89,7 +96,7 @@ def copies(target: Path, k: int, source: Path = OURS) -> tuple[Path, int]:
     target.mkdir(parents=True)
     count = 0
     for i in range(k):
-        shutil.copytree(source, target / f"copy{i:03d}" / source.name)
+        shutil.copytree(source, target / f"copy{i:03d}" / source.name, symlinks=True)
     count = sum(1 for _ in target.rglob("input.json"))
     return target, count
 
@@ -177,7 +184,8 @@ def run(quick: bool) -> str:
         "## The gate at scale (`bench/bench_scale.py`)\n",
         "`dsh-snapshot replay` over K copies of our agent's scenarios (`snapshots/sdk`, both "
         "backends, `--jobs 2`), and once over `snapshots/foreign` (an ACP agent we did not "
-        "write: a fresh interpreter and a `dsh-llm-proxy` per run, never forked): wall "
+        "write: a fresh interpreter per run, never forked, its calls through the gate's one "
+        "`dsh-llm-proxy`): wall "
         "time, runs per second, and the CPU of the whole process tree (gate, fork servers, "
         "every agent) per run as a multiple of a bare `python -c pass` measured in the same "
         f"run ({bare * 1000:.1f} ms CPU). *Peak RSS* is the largest single process in the "

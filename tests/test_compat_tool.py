@@ -40,9 +40,9 @@ def corpus(tmp_path: Path) -> Path:
     if found is None or not (found / "june").is_dir():
         corpus_unavailable("no upstream corpus (../shared/upstream-corpus or DSH_UPSTREAM_CORPUS)")
     for era, name in (("june", "text-turn"), ("june", "handshake")):
-        shutil.copytree(found / era / name, tmp_path / era / name)
+        shutil.copytree(found / era / name, tmp_path / era / name, symlinks=True)
     head = sorted(p for p in (found / "head").iterdir() if (p / "session.jsonl").is_file())
-    shutil.copytree(head[0], tmp_path / "head" / head[0].name)
+    shutil.copytree(head[0], tmp_path / "head" / head[0].name, symlinks=True)
     return tmp_path
 
 

@@ -42,7 +42,7 @@ def test_the_acme_provider_is_registered_by_its_own_package_only() -> None:
 def test_a_scenario_records_scripted_through_the_plugin_and_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = Path(shutil.copytree(SCENARIO, tmp_path / "sdk" / SCENARIO.name))
+    folder = Path(shutil.copytree(SCENARIO, tmp_path / "sdk" / SCENARIO.name, symlinks=True))
     for name in ("session.jsonl", "stdout.expected.jsonl"):
         (folder / name).unlink()
     # The current loop logs request/header: what the provider sent is in the recording.

@@ -23,6 +23,7 @@ REQUIRED = {
     "snapshot_record",
     "snapshot_proof",
     "compat",
+    "third_party_agents",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def _run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None or not SCENARIO.is_dir():
         pytest.skip("needs git and the committed text-turn scenario")
-    shutil.copytree(SCENARIO, tmp_path / "snapshots" / "sdk" / "text-turn")
+    shutil.copytree(SCENARIO, tmp_path / "snapshots" / "sdk" / "text-turn", symlinks=True)
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "fixtures")
@@ -75,7 +76,25 @@ def test_a_recording_that_misses_its_expectations_fails_the_report(repo: Path) -
 def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
     if not SCENARIO.is_dir():
         pytest.skip("needs the committed text-turn scenario")
-    shutil.copytree(SCENARIO, tmp_path / "sdk" / "text-turn")
+    shutil.copytree(SCENARIO, tmp_path / "sdk" / "text-turn", symlinks=True)
     result = _run(tmp_path, str(tmp_path))
     assert result.returncode == 2
     assert "not in a git checkout (drift is measured against HEAD)" in result.stderr
+
+
+def test_scenario_data_cannot_rewrite_the_job_summary(repo: Path) -> None:
+    # a profile that ends the table, forges a heading and comments out the rows after it
+    yml = repo / "snapshots" / "sdk" / "text-turn" / "snapshot.yml"
+    forged = "sdk |\\n\\n## ALL SCENARIOS MET\\n\\n<!-- \\u202e [x](http://evil.invalid) *"
+    yml.write_text(yml.read_text().replace("profile: sdk", f'profile: "{forged}"'))
+    result = _run(repo)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| sdk")]
+    assert len(rows) == 1, result.stdout
+    assert rows[0].count(" | ") == 5  # still six cells: the profile's | is escaped
+    assert "\n## ALL" not in result.stdout
+    assert re.search(r"(?<!\\)<", result.stdout) is None  # every < escaped: no HTML comment
+    assert "\u202e" not in result.stdout
+    assert r"\<!--" in rows[0]
+    assert r"\[x\](http://evil.invalid)" in rows[0]
+    assert r"\u202e" in rows[0]

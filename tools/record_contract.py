@@ -37,6 +37,30 @@ def _nox(*args: str, env: dict[str, str]) -> None:
     subprocess.run(command, cwd=ROOT, env=env, check=True)
 
 
+class OutsideLinkError(Exception):
+    """The scenario tree holds a link that leads out of it."""
+
+
+def copy_scenario_tree(source: Path, target: Path) -> None:
+    """Copy a scenario tree with its links kept as links, refusing one that leads out of it.
+
+    ``copytree``'s default copies what a link points at, so a pull request's
+    ``workspace -> ~/.ssh`` became real files in the copy, past every later link check.
+
+    Raises:
+        OutsideLinkError: naming the link in ``source`` and where it points.
+    """
+    shutil.copytree(source, target, symlinks=True)
+    inside = target.resolve()
+    for link in sorted(p for p in target.rglob("*") if p.is_symlink()):
+        if not link.resolve().is_relative_to(inside):
+            where = source / link.relative_to(target)
+            raise OutsideLinkError(
+                f"{where}: a link out of the scenario tree (to {os.readlink(link)}); "
+                "the contract check never follows it"
+            )
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
@@ -58,7 +82,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="dsh-record-contract-"))
     try:
         copy = work / "snapshots"
-        shutil.copytree(ROOT / "snapshots", copy)
+        try:
+            copy_scenario_tree(ROOT / "snapshots", copy)
+        except OutsideLinkError as exc:
+            print(f"record-contract: {exc}", file=sys.stderr)
+            return 1
         key = "sk-" + secrets.token_hex(16)  # fake, and only ever in this process's children
         library = ScriptLibrary.from_folder(copy)
         # The provider a record run uses by default, played by the server: its variables come

@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,21 @@ def _changed_files(folder: Path) -> list[str]:
     return sorted(names)
 
 
+# Markdown that could end a table cell, open HTML (a comment hides the rows after it), a link or
+# emphasis; GitHub renders a backslash before any of them as the character itself. Newlines go,
+# so nothing can start a line (a heading, a new table).
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>|~&])")
+
+
+def _cell(text: object) -> str:
+    """Scenario data (names, models, expectation texts) as one inert table cell."""
+    shown = "".join(
+        f"\\u{ord(c):04x}" if unicodedata.category(c) in {"Cc", "Cf", "Zl", "Zp"} else c
+        for c in " ".join(str(text).split())
+    )
+    return _MARKDOWN.sub(r"\\\1", shown)
+
+
 def _logs(scenario: Scenario) -> list[list[Any]]:
     return [
         [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -72,11 +89,13 @@ def report(scenarios: Sequence[Scenario]) -> tuple[str, bool]:
             f"{prov.tokens.calls} / {prov.tokens.input} / {prov.tokens.output}" if prov else "-"
         )
         verdict = "none stated" if not expect else ("met" if not missed else "**MISSED**")
+        recording = s.meta.recording if s.meta else "upstream"
+        files = _cell(", ".join(changed)) if changed else "no drift"
         rows.append(
-            f"| {s.name} | {s.meta.recording if s.meta else 'upstream'} | {model} | {tokens} "
-            f"| {verdict} | {', '.join(changed) if changed else 'no drift'} |"
+            f"| {_cell(s.name)} | {_cell(recording)} | {_cell(model)} | {tokens} "
+            f"| {verdict} | {files} |"
         )
-        rows.extend(f"|  | | | | {m} | |" for m in missed)
+        rows.extend(f"|  | | | | {_cell(m)} | |" for m in missed)
     head = [
         f"## Live re-record: {drifted} of {len(scenarios)} scenarios drifted",
         "",

@@ -79,7 +79,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("subagent-mixed", "text-turn"):
         if not (SNAPSHOTS / name / "input.json").is_file():
             pytest.skip(f"scenario {name} is not committed")
-        shutil.copytree(SNAPSHOTS / name, base / name)
+        shutil.copytree(SNAPSHOTS / name, base / name, symlinks=True)
     _break(base / "subagent-mixed")
     target = base.parent / "report.html"
     run = subprocess.run(
@@ -146,7 +146,7 @@ def test_hostile_text_stays_text(page: Page, tmp_path: Path) -> None:
     if not (source / "input.json").is_file():
         pytest.skip("text-turn is not committed")
     folder = tmp_path / "sdk" / "text-turn"
-    shutil.copytree(source, folder)
+    shutil.copytree(source, folder, symlinks=True)
     hostile = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
     log = folder / "session.jsonl"
     rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]

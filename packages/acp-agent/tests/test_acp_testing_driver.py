@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp_agent.testing import AgentProcess, AgentProcessError, ResponseError
+from dsh_acp_agent.testing import AgentProcess, AgentProcessError, ResponseError, _process
 
 _FAKE = """
 import json, sys, time
@@ -32,6 +32,20 @@ for line in sys.stdin:
         continue
     if mode == "quit":
         sys.exit(4)
+    if mode == "flood-stderr":  # one 3 MiB write with no newline, then a proper answer
+        sys.stderr.write("x" * (3 * 1024 * 1024) + "END-OF-FLOOD")
+        sys.stderr.flush()
+        send({"jsonrpc": "2.0", "id": request["id"], "result": {}})
+        continue
+    if mode == "long-line":
+        sys.stdout.write("y" * (2 * 1024 * 1024))
+        sys.stdout.flush()
+        time.sleep(600)
+    if mode == "many-lines":
+        for _ in range(40000):
+            print("z" * 60)
+        sys.stdout.flush()
+        time.sleep(600)
     if mode == "stubborn":
         send({"jsonrpc": "2.0", "id": request["id"], "result": {}})
         sys.stdin.read()
@@ -125,3 +139,32 @@ def test_driver_reports_writing_to_an_agent_that_is_gone(tmp_path: Path) -> None
             agent.notify("anyone", {})
     assert str(err.value).startswith("the agent closed its stdin (")
     assert str(err.value).endswith("stderr: fake: quit")
+
+
+def test_driver_keeps_only_the_end_of_a_flood_of_stderr(tmp_path: Path) -> None:
+    with _fake(tmp_path, "flood-stderr") as agent:
+        assert agent.request("ping", {}) == {}
+        agent.finish()
+        text = agent.stderr
+    kept = _process.STDERR_KEPT_BYTES
+    dropped = len("fake: flood-stderr\n") + 3 * 1024 * 1024 + len("END-OF-FLOOD") - kept
+    assert text.startswith(f"[{dropped} earlier bytes of stderr dropped]\n")
+    assert text.endswith("END-OF-FLOOD")
+    assert len(text) < kept + 100
+
+
+@pytest.mark.parametrize(
+    ("mode", "bound", "says"),
+    [
+        ("long-line", "MAX_FRAME_BYTES", "a stdout line over 1048576 bytes; it was stopped"),
+        ("many-lines", "MAX_STDOUT_BYTES", "over 1048576 bytes to stdout; it was stopped"),
+    ],
+)
+def test_driver_stops_an_agent_past_its_stdout_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, bound: str, says: str
+) -> None:
+    monkeypatch.setattr(_process, bound, 1024 * 1024)
+    with _fake(tmp_path, mode) as agent:
+        with pytest.raises(AgentProcessError, match=f"{says}, while waiting for"):
+            agent.request("ping", {})
+        assert agent.process.wait(timeout=30) != 0  # stopped, not left writing

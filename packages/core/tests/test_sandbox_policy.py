@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolOutcome, ToolSandbox
+from dsh_core import _sandbox as sandbox_module
 from dsh_core._sandbox import _bwrap, _perl
 from dsh_core.testing import processes_named, tool_context
 
@@ -338,6 +339,30 @@ def test_a_relative_cwd_is_the_run_folder(
         confined.close()
     assert (done.returncode, done.stdout.strip()) == (0, str(run_dir)), done.stderr
     assert (run_dir / "made.txt").read_text() == "x\n"
+
+
+def test_a_hidden_checkout_is_unreadable_but_what_it_must_lend_stays(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gate hides the checkout it runs from (its .env holds the key, its .git a CI token:
+    # red team F3); what a command needs from inside it (a virtual environment) stays visible.
+    # The host's /tmp (where this test's folders are) is left visible here, so that only the
+    # hiding of the checkout itself can make the reads fail.
+    monkeypatch.setattr(sandbox_module, "_HIDDEN_DIRS", ())
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic x\n")
+    (checkout / ".env").write_text("DEEPSEEK_API_KEY=not-for-commands\n")
+    lent = checkout / ".venv"
+    lent.mkdir()
+    (lent / "tool.txt").write_text("lent\n")
+    settings = SandboxSettings(sandbox="strict", sandbox_network="deny", sandbox_hide=str(checkout))
+    script = f"cat {checkout}/.env {checkout}/.git/config; cat {lent}/tool.txt; ls -A {checkout}"
+    done = _run(ToolSandbox(settings), ["sh", "-c", script], run_dir, readable=[lent])
+    assert "not-for-commands" not in done.stdout
+    assert "extraheader" not in done.stdout
+    assert done.stdout == "lent\n.venv\n", done.stderr
+    assert "No such file" in done.stderr
 
 
 # --- the launcher ----------------------------------------------------------------------------

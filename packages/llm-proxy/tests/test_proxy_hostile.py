@@ -12,7 +12,7 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from dsh_llm_proxy import ProxyServer
+from dsh_llm_proxy import ProxyServer, _guard
 from dsh_persistence_jsonl import JsonlSessionStore
 from dsh_scripted_server import ScriptedModelServer
 
@@ -154,3 +154,30 @@ def test_a_redirecting_upstream_never_gets_the_key_sent_elsewhere(
     assert len(Redirecting.seen) == 1
     assert Elsewhere.seen == []
     assert upstream_key not in answer.text
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_request_body_over_the_bound_is_refused_unread(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+    monkeypatch: pytest.MonkeyPatch,
+    declared: bool,
+) -> None:
+    proxy, upstream = recording
+    monkeypatch.setattr(_guard, "MAX_REQUEST_BYTES", 1024 * 1024)  # the proxy runs in-process
+    big = b'{"model":"m","messages":[{"role":"user","content":"' + b"x" * (2 * 1024 * 1024)
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    answer = httpx.post(
+        proxy.base_url + "/chat/completions",
+        content=big if declared else chunks(),
+        headers=JSON,
+    )
+    assert answer.status_code == 413
+    assert "over 1048576 bytes" in answer.json()["error"]["message"]
+    assert upstream.requests == []
+    # a request within the bound still goes through the guard (refused only as a body)
+    small = httpx.post(proxy.base_url + "/chat/completions", content=b"[1]", headers=JSON)
+    assert small.status_code == 400

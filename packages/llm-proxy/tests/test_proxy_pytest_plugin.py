@@ -133,3 +133,47 @@ def test_hello(llm_proxy):
     assert "hi from {{run}}" in log.read_text(encoding="utf-8")
     monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+# The same agent test with the prompt as a parameter.
+PROMPT_TEST = AGENT_TEST.replace('"content": "hi"', '"content": "{prompt}"')
+
+
+def test_accept_takes_a_changed_prompt_keylessly_and_keeps_the_recorded_answer(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream_key: str,
+    make_text: Callable[..., list[Chunk]],
+) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_agent=PROMPT_TEST.format(calls=1, prompt="hi"))
+    folder = pytester.path / "llm_recordings" / "test_agent" / "test_hello"
+    with ScriptedModelServer([[make_text(["hello"])]], api_key=upstream_key) as upstream:
+        monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", upstream.base_url)
+        pytester.runpytest_inprocess("--llm-proxy-mode=record", "-p", "no:cacheprovider")
+    monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")  # from here on, no key at all
+    monkeypatch.setenv("DSH_PROXY_TEST_UPSTREAM_URL", "http://127.0.0.1:9")  # nothing answers
+
+    pytester.makepyfile(test_agent=PROMPT_TEST.format(calls=1, prompt="hello there"))
+    drifted = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    drifted.assert_outcomes(failed=1, errors=1)  # the changed prompt is refused in replay
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    # A change that needs another call cannot keep recorded answers: the old one stays.
+    pytester.makepyfile(test_agent=PROMPT_TEST.format(calls=2, prompt="hello there"))
+    more = pytester.runpytest_inprocess("--llm-proxy-mode=accept", "-p", "no:cacheprovider")
+    more.assert_outcomes(failed=1, errors=1)
+    more.stdout.fnmatch_lines(["*recorded answers do not fit the new requests*is kept as it was*"])
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+    pytester.makepyfile(test_agent=PROMPT_TEST.format(calls=1, prompt="hello there"))
+    accepted = pytester.runpytest_inprocess(
+        "--llm-proxy-mode=accept", "-p", "no:cacheprovider", "-s"
+    )
+    accepted.assert_outcomes(passed=1)
+    accepted.stdout.fnmatch_lines(["*the model was NOT asked again (1 changed request(s))*"])
+    text = "".join(p.read_text() for p in folder.glob("*.jsonl"))
+    assert "hello there" in text  # the new prompt…
+    assert '"hello"' in text  # …and the old answer
+    replayed = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    replayed.assert_outcomes(passed=1)

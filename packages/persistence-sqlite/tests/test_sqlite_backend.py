@@ -47,7 +47,9 @@ def test_a_root_without_a_database_lists_nothing_and_creates_nothing(tmp_path: P
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("setting", "layout"), [(None, Layout.DSH), ("v4", Layout.V4)])
+@pytest.mark.parametrize(
+    ("setting", "layout"), [(None, Layout.V4), ("v4", Layout.V4), ("dsh", Layout.DSH)]
+)
 def test_dsh_sqlite_layout_chooses_a_fresh_databases_layout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None, layout: Layout
 ) -> None:

@@ -30,6 +30,7 @@ from dsh_persistence_sqlite._schema import (
     DSH_SCHEMA_VERSION,
     Layout,
     schema_sql,
+    side_table_sql,
 )
 
 SESSION = "victim"
@@ -256,9 +257,10 @@ CASES: dict[str, Case] = {
         ("list of integers",),
         field="events[seq=4].source_event_seqs",
     ),
+    # what v4 has no column for lives in the side tables of a v4 file (the default)
     "envelope-extra-not-an-object": Case(
         lambda p: _edit(
-            p, f"UPDATE events SET extra = '7' WHERE session_id = '{SESSION}' AND seq = 1"
+            p, *side_table_sql(), f"INSERT INTO dsh_events VALUES ('{SESSION}', 1, '7')"
         ),
         LogFormatError,
         ("JSON object",),
@@ -301,7 +303,9 @@ CASES: dict[str, Case] = {
         field="sessions.cwd",
     ),
     "header-extra-invalid-json": Case(
-        lambda p: _edit(p, f"UPDATE sessions SET extra = '{{' WHERE id = '{SESSION}'"),
+        lambda p: _edit(
+            p, *side_table_sql(), f"INSERT INTO dsh_sessions VALUES ('{SESSION}', NULL, NULL, '{{')"
+        ),
         LogFormatError,
         ("invalid JSON",),
         field="sessions.extra",

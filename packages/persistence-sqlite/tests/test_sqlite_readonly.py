@@ -13,12 +13,18 @@ import pytest
 
 from dsh_core import (
     CreateOptions,
+    Event,
     LogFormatError,
     SessionMeta,
     SessionNotFoundError,
     StoreVersionError,
 )
-from dsh_persistence_sqlite import JUNE_SCHEMA_VERSION, ReadOnlySqliteStore, SqliteSessionStore
+from dsh_persistence_sqlite import (
+    JUNE_SCHEMA_VERSION,
+    Layout,
+    ReadOnlySqliteStore,
+    SqliteSessionStore,
+)
 
 _JUNE = [
     """CREATE TABLE sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL,
@@ -68,14 +74,24 @@ def test_june_v3_is_read_as_stored_and_left_untouched(tmp_path: Path) -> None:
     assert _digest(tmp_path) == before
 
 
-def test_our_layout_reads_back_every_field(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("layout", "version"), [(Layout.V4, 4), (Layout.DSH, 1004)])
+def test_our_layouts_read_back_every_field(tmp_path: Path, layout: Layout, version: int) -> None:
     path = tmp_path / "ours.db"
     meta = SessionMeta(created_at=3, parent_session="p", origin="subagent", delegation_depth=1)
-    with SqliteSessionStore(path) as store:
-        store.create(CreateOptions("c", meta=meta)).close()
+    with SqliteSessionStore(path, layout) as store:
+        session = store.create(CreateOptions("c", meta=meta))
+        session.add(Event("x/y", 0, 1, {}, extra={"lane": "side"}))
+        session.close()
+        store.create(CreateOptions("plain")).close()
+    before = path.read_bytes()
     with contextlib.closing(ReadOnlySqliteStore(path)) as store:
-        assert store.version == 1004
-        assert store.load("c").header.delegation_depth == 1
+        assert store.version == version
+        log = store.load("c")
+        assert (log.header.origin, log.header.delegation_depth) == ("subagent", 1)
+        assert log.events[0].extra == {"lane": "side"}
+        assert store.load("plain").header.origin is None
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists()
 
 
 @pytest.mark.parametrize(

@@ -30,12 +30,12 @@ from dsh_persistence_sqlite import (
     Layout,
     SqliteSessionStore,
 )
+from dsh_persistence_sqlite._schema import side_table_sql
 
 
 def test_public_api_is_pinned() -> None:
     assert dsh_persistence_sqlite.__all__ == [
         "SqliteSessionStore",
-        "UnrepresentableError",
         "ReadOnlySqliteStore",
         "DSH_APPLICATION_ID",
         "DSH_SCHEMA_VERSION",
@@ -82,22 +82,31 @@ def test_connection_pragmas(tmp_path: Path) -> None:
         assert connection.execute("PRAGMA foreign_keys").fetchone() == (1,)
 
 
-def test_unknown_header_and_envelope_keys_survive_in_extra_columns(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("layout", "set_extra"),
+    [
+        (Layout.V4, "INSERT INTO dsh_sessions (session_id, extra) VALUES ('x', ?)"),
+        (Layout.DSH, "UPDATE sessions SET extra = ? WHERE id = 'x'"),
+    ],
+)
+def test_unknown_header_and_envelope_keys_survive(
+    tmp_path: Path, layout: Layout, set_extra: str
+) -> None:
+    """In the side tables of a v4 file, or the extra columns of the 1004 layout."""
     path = tmp_path / "s.sqlite3"
     header = SessionHeader(
         id="x", created_at=3, seed_length=1, extra={"futureField": {"nested": [1, "два"]}}
     )
     event = Event("future/event", 0, 9, {"k": 1.5}, extra={"lane": "side", "tags": [None]})
-    with SqliteSessionStore(path) as store:
+    with SqliteSessionStore(path, layout) as store:
         session = store.create(
             CreateOptions(session_id="x", meta=SessionMeta(created_at=3, seed_length=1))
         )
         session.close()
         # the protocol has no way to pass header extras, so put them where a newer writer would
-        store._conn().execute(
-            "UPDATE sessions SET extra = ? WHERE id = 'x'",
-            ('{"futureField":{"nested":[1,"два"]}}',),
-        )
+        for statement in side_table_sql() if layout is Layout.V4 else []:
+            store._conn().execute(statement)
+        store._conn().execute(set_extra, ('{"futureField":{"nested":[1,"два"]}}',))
         resumed = store.resume("x")
         resumed.add(event)
         resumed.close()
@@ -209,6 +218,6 @@ def test_load_without_sqlite_json_support_decodes_row_by_row(tmp_path: Path) -> 
         session.close()
         fast = store.export_jsonl("r")
         # what the store does when SQLite lacks json_valid(): every row on the per-row path
-        store._select_events = store._select_events.replace("json_valid(data)", "0")
+        store._select_events = store._select_events.replace("json_valid(e.data)", "0")
         assert "json_valid" not in store._select_events
         assert store.export_jsonl("r") == fast == render_log(session.header, written)

@@ -1,5 +1,6 @@
 """Schema version 4 means upstream's v4: files upstream writes open here, and the v4 files
-we write have exactly the layout upstream's v4 opens, losslessly both ways.
+we write have exactly the layout upstream's v4 opens, losslessly both ways; what v4 has no
+column for lives in side tables upstream's v4 never reads and its deletes cascade into.
 
 The upstream side is built by hand from the layout documented in upstream's
 ``session-persistence-sqlite/src/schema.ts`` (the v4 commit, ``../shared/upstream-src/v4``):
@@ -21,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from dsh_core import CreateOptions, Event, SessionMeta, read_log_text
-from dsh_persistence_sqlite import Layout, SqliteSessionStore, UnrepresentableError
+from dsh_core import CreateOptions, Event, SessionMeta, StoreCorruptError, read_log_text
+from dsh_persistence_sqlite import Layout, SqliteSessionStore
 
 # upstream's openDatabase(), statement for statement
 UPSTREAM_V4_DDL = [
@@ -339,46 +340,169 @@ def test_appending_to_upstreams_file_keeps_its_layout_and_upstream_reads_it(
     ]
 
 
-@pytest.mark.parametrize(
-    ("meta", "field"),
-    [
-        (SessionMeta(parent_session="p", origin="subagent"), "origin"),
-        (SessionMeta(delegation_depth=0), "delegationDepth"),
-    ],
-)
-def test_a_v4_store_refuses_a_header_field_v4_cannot_hold(
-    tmp_path: Path, meta: SessionMeta, field: str
+_CHILD_META = SessionMeta(created_at=5, parent_session="p-1", origin="subagent", delegation_depth=2)
+
+
+def _tables(path: Path) -> list[str]:
+    with _read_only(path) as connection:
+        return [
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+
+
+def _v4_facts(path: Path) -> list[tuple[Any, ...]]:
+    """:func:`_layout_facts` of upstream's two tables only (the side tables left out)."""
+    return [fact for fact in _layout_facts(path) if not str(fact[1]).startswith("dsh_")]
+
+
+def test_the_default_is_v4_and_keeps_what_v4_has_no_column_for_in_side_tables(
+    tmp_path: Path,
 ) -> None:
-    path = tmp_path / "v4.db"
-    with SqliteSessionStore(path, Layout.V4) as store:
-        with pytest.raises(UnrepresentableError, match=rf"{path}.*'{field}'.*1004"):
-            store.create(CreateOptions("child", meta=meta))
-        assert store.list_sessions() == []
-
-
-def test_a_v4_store_refuses_an_envelope_field_v4_cannot_hold(tmp_path: Path) -> None:
-    path = tmp_path / "v4.db"
-    with SqliteSessionStore(path, Layout.V4) as store:
-        session = store.create(CreateOptions("s"))
-        session.add(Event("x/y", 0, 1, {}, extra={"lane": "side"}))
-        with pytest.raises(UnrepresentableError, match=r"'lane'.*seq 0"):
-            session.flush()
-        assert store.load("s").events == []
-
-
-def test_the_dsh_layout_keeps_what_v4_cannot(tmp_path: Path) -> None:
-    path = tmp_path / "dsh.db"
-    meta = SessionMeta(created_at=5, parent_session="p", origin="subagent", delegation_depth=2)
+    path = tmp_path / "ours.db"
     with SqliteSessionStore(path) as store:
-        assert store.layout is Layout.DSH
-        session = store.create(CreateOptions("c", meta=meta))
-        session.add(Event("x/y", 0, 1, {}, extra={"lane": "side"}))
+        assert store.layout is Layout.V4
+        session = store.create(CreateOptions("c", meta=_CHILD_META))
+        session.add(Event("x/y", 0, 1, {"a": 1}, extra={"lane": "side", "n": [1]}))
+        session.add(Event("x/z", 1, 2, {}))
         session.close()
-    with SqliteSessionStore(path, Layout.V4) as store:  # an existing file keeps its layout
-        assert store.layout is Layout.DSH
+        imported = read_log_text(
+            '{"type":"session","version":0,"id":"h","createdAt":1,"delegationDepth":0,'
+            '"futureKey":{"x":1}}\n{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n'
+        )
+        store.import_log(imported)
+    assert _tables(path) == ["dsh_events", "dsh_sessions", "events", "sessions"]
+    with SqliteSessionStore(path, Layout.DSH) as store:  # an existing file keeps its layout
+        assert store.layout is Layout.V4
         log = store.load("c")
         assert (log.header.origin, log.header.delegation_depth) == ("subagent", 2)
-        assert log.events[0].extra == {"lane": "side"}
+        assert [e.extra for e in log.events] == [{"lane": "side", "n": [1]}, None]
+        assert store.load("h").header.to_json() == imported.header.to_json()
+    # upstream's v4 opens the file and reads its two tables as always (what v4 has no
+    # column for is not there, as upstream's own rowToMeta would drop it)
+    read = _upstream_read(path)
+    assert read["c"][0] == {"version": 0, "id": "c", "createdAt": 5, "parentSession": "p-1"}
+    assert [e["type"] for e in read["c"][1]] == ["x/y", "x/z"]
+    assert _v4_facts(path) == _v4_facts(_fresh_upstream(tmp_path))
+
+
+def _fresh_upstream(tmp_path: Path) -> Path:
+    theirs = tmp_path / "theirs.db"
+    if not theirs.exists():
+        _upstream_open(theirs).close()
+    return theirs
+
+
+def test_a_file_that_never_needs_them_has_upstreams_two_tables_only(tmp_path: Path) -> None:
+    path = tmp_path / "ours.db"
+    with SqliteSessionStore(path) as store:
+        session = store.create(CreateOptions("p", meta=SessionMeta(cwd="/w")))
+        session.add(Event("turn/start", 0, 1, {"turn": 1}))
+        session.close()
+    assert _layout_facts(path) == _layout_facts(_fresh_upstream(tmp_path))
+
+
+def test_side_tables_are_tied_to_their_rows_by_cascading_foreign_keys(tmp_path: Path) -> None:
+    path = tmp_path / "ours.db"
+    with SqliteSessionStore(path) as store:
+        session = store.create(CreateOptions("c", meta=_CHILD_META))
+        session.add(Event("turn/start", 0, 1, {"turn": 1}))
+        session.add(Event("x/y", 1, 2, {}, extra={"lane": "side"}))
+        session.close()
+    facts = _layout_facts(path)
+    assert ("table", "dsh_sessions", 1) in facts  # STRICT, like upstream's tables
+    assert ("fk", "dsh_sessions", "sessions", "session_id", "id", "CASCADE") in facts
+    assert ("fk", "dsh_events", "events", "session_id", "session_id", "CASCADE") in facts
+    assert ("fk", "dsh_events", "events", "seq", "seq", "CASCADE") in facts
+    # upstream's load deletes a torn tail (DELETE FROM events … seq >= N) and appends its
+    # closers at those seqs: the side row goes with the deleted event, nothing stale remains
+    connection = _upstream_open(path)
+    try:
+        connection.execute("DELETE FROM events WHERE session_id = 'c' AND seq >= 1")
+        connection.execute(
+            "INSERT INTO events (session_id, seq, type, time, data) "
+            'VALUES (\'c\', 1, \'turn/end\', 3, \'{"turn":1,"reason":{"kind":"interrupted"}}\')'
+        )
+    finally:
+        connection.close()
+    with SqliteSessionStore(path) as store:
+        log = store.load("c")
+        assert [(e.type, e.extra) for e in log.events] == [("turn/start", None), ("turn/end", None)]
+        assert log.header.origin == "subagent"
+    # and sessions upstream writes into the file read as v4 holds them
+    _upstream_write(path, PRIMARY, PRIMARY_EVENTS)
+    with SqliteSessionStore(path) as store:
+        assert store.load("p-1").header.to_json() == {"type": "session", **PRIMARY}
+
+
+def test_resume_deletes_a_torn_tail_with_its_side_rows(tmp_path: Path) -> None:
+    path = tmp_path / "ours.db"
+    with SqliteSessionStore(path) as store:
+        session = store.create(CreateOptions("c"))
+        session.add(Event("turn/start", 0, 1, {"turn": 1}))
+        session.add(Event("turn/end", 1, 2, {"turn": 1, "reason": {"kind": "completed"}}))
+        session.add(Event("x/y", 2, 3, {}, extra={"lane": "side"}))
+        session.close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute("UPDATE events SET data = 'not json' WHERE seq = 2")  # a torn tail
+    with SqliteSessionStore(path) as store:
+        store.resume("c").close()
+    with _read_only(path) as connection:
+        assert list(connection.execute("SELECT * FROM dsh_events")) == []
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        (
+            ["CREATE TABLE dsh_sessions (session_id TEXT PRIMARY KEY, origin TEXT, "
+             "delegation_depth INTEGER, extra TEXT) STRICT"],
+            "side table dsh_sessions but not dsh_events",
+        ),
+        (
+            ["CREATE TABLE dsh_sessions (session_id TEXT PRIMARY KEY, origin TEXT) STRICT",
+             "CREATE TABLE dsh_events (session_id TEXT, seq INTEGER, extra TEXT) STRICT"],
+            "side table dsh_sessions has the columns origin, session_id, not",
+        ),
+    ],
+    ids=["one-alone", "wrong-columns"],
+)  # fmt: skip
+def test_damaged_side_tables_are_refused_with_the_file_untouched(
+    tmp_path: Path, ddl: list[str], message: str
+) -> None:
+    path = tmp_path / "v4.db"
+    _upstream_write(path, PRIMARY, PRIMARY_EVENTS)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        for statement in ddl:
+            connection.execute(statement)
+    before = path.read_bytes()
+    with pytest.raises(StoreCorruptError, match=message):
+        SqliteSessionStore(path)
+    assert path.read_bytes() == before
+
+
+def test_the_1004_layout_is_still_read_and_converts_to_v4_with_nothing_lost(
+    tmp_path: Path,
+) -> None:
+    old = tmp_path / "dsh.db"
+    with SqliteSessionStore(old, Layout.DSH) as store:
+        assert store.layout is Layout.DSH
+        session = store.create(CreateOptions("c", meta=_CHILD_META))
+        session.add(Event("x/y", 0, 1, {}, extra={"lane": "side"}))
+        session.close()
+    with SqliteSessionStore(old) as store:  # the default asks for v4; the file keeps 1004
+        assert store.layout is Layout.DSH
+        log = store.load("c")
+        text = store.export_jsonl("c")
+    new = tmp_path / "v4.db"
+    with SqliteSessionStore(new) as store:
+        store.import_log(log)
+    with SqliteSessionStore(new) as store:
+        assert store.layout is Layout.V4
+        assert store.export_jsonl("c") == text
+        assert store.load("c") == log
 
 
 @pytest.fixture

@@ -256,23 +256,41 @@ def test_june_v3_converts_to_ours_and_to_jsonl_keeping_every_field(tmp_path: Pat
     assert child.splitlines()[1:] == _lines(_june_log("c")[1:]).splitlines()
 
 
-def test_a_header_v4_cannot_hold_is_refused_for_sqlite_v4_and_nothing_is_left(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("to", "version"), [(None, 4), ("sqlite-v4", 4), ("sqlite", 4), ("sqlite-1004", 1004)]
+)
+def test_sqlite_targets_keep_what_v4_has_no_column_for(
+    tmp_path: Path, to: str | None, version: int
 ) -> None:
+    """v4 (the default: upstream's two tables, side tables for the rest) and the former 1004
+    layout both keep a child's origin and delegationDepth; the JSONL written back is the same."""
     _upstream_root(tmp_path / "up")
-    result = run("convert", tmp_path / "up", tmp_path / "v4.db", "--to", "sqlite-v4")
-    assert result.returncode == 2
-    assert "'delegationDepth'" in result.stderr
-    assert "1004" in result.stderr
-    assert len(result.stderr.splitlines()) == 1
-    assert not list(tmp_path.glob("v4.db*"))
-    kept = run("convert", tmp_path / "up", tmp_path / "ours.db")  # dsh-py's layout keeps it
-    assert kept.returncode == 0, kept.stderr
-    back = run("convert", tmp_path / "ours.db", tmp_path / "back", "--to", "jsonl")
-    assert back.returncode == 0
+    target = ["--to", to] if to else []
+    made = run("convert", tmp_path / "up", tmp_path / "s.db", *target)
+    assert made.returncode == 0, made.stderr
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone() == (version,)
+    back = run("convert", tmp_path / "s.db", tmp_path / "back", "--to", "jsonl")
+    assert back.returncode == 0, back.stderr
     head = (tmp_path / "back" / "head-2.jsonl").read_text().splitlines()[0]
     assert json.loads(head)["delegationDepth"] == 1
     assert json.loads(head)["origin"] == "subagent"
+
+
+def test_a_1004_store_converts_to_v4_with_nothing_lost(tmp_path: Path) -> None:
+    _upstream_root(tmp_path / "up")
+    assert (
+        run("convert", tmp_path / "up", tmp_path / "old.db", "--to", "sqlite-1004").returncode == 0
+    )
+    assert run("convert", tmp_path / "old.db", tmp_path / "new.db").returncode == 0
+    for name in ("old", "new"):
+        assert (
+            run("convert", tmp_path / f"{name}.db", tmp_path / name, "--to", "jsonl").returncode
+            == 0
+        )
+    old = {p.name: p.read_bytes() for p in sorted((tmp_path / "old").iterdir())}
+    assert old == {p.name: p.read_bytes() for p in sorted((tmp_path / "new").iterdir())}
+    assert old  # something was converted
 
 
 @pytest.mark.parametrize(

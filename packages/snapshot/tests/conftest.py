@@ -23,7 +23,7 @@ def scenario_copy(tmp_path: Path) -> Callable[[str], Path]:
         if not (source / "input.json").is_file():
             pytest.skip(f"scenario {name} is not committed under {SNAPSHOTS}")
         target = tmp_path / "sdk" / name
-        shutil.copytree(source, target)
+        shutil.copytree(source, target, symlinks=True)
         return target
 
     return copy

@@ -96,3 +96,16 @@ def test_an_override_ready_file_is_checked_in_the_run_cwd(tmp_path: Path) -> Non
     (folder / "replay.override.json").write_text('[{"kind": "hang", "readyFile": "/x"}]')
     with pytest.raises(ConfinementError, match=r"replay\.override\.json: field '\[0\]\.readyFile'"):
         check_step_paths(load_scenario(folder), cwd)
+
+
+def test_checkout_roots_are_the_folders_holding_git(tmp_path: Path) -> None:
+    from dsh_snapshot._confine import checkout_roots  # noqa: PLC0415 - one helper
+
+    repo, worktree, loose = tmp_path / "repo", tmp_path / "worktree", tmp_path / "loose"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "snapshots" / "sdk" / "a").mkdir(parents=True)
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: elsewhere\n")  # a worktree's .git is a file
+    (loose / "x").mkdir(parents=True)
+    paths = [repo / "snapshots" / "sdk" / "a", repo, worktree, loose / "x"]
+    assert checkout_roots(paths) == [str(repo.resolve()), str(worktree.resolve())]

@@ -27,6 +27,7 @@ from dsh_snapshot._determinism import (
     clock_command,
     ignore_fields,
     order_free,
+    without_updates,
 )
 from dsh_snapshot._scenario import ScenarioError
 
@@ -178,6 +179,17 @@ def test_order_free_updates_compare_as_a_set() -> None:
     assert order_free(one, ["b"]) == order_free(two, ["b"])
     assert order_free(one, ["b"])[:2] == [update("a", 1), answer]
     assert order_free(one, []) == one
+
+
+def test_ignored_updates_are_left_out_wherever_and_whether_they_came() -> None:
+    def update(kind: str) -> dict[str, Any]:
+        return {"method": "session/update", "params": {"update": {"sessionUpdate": kind}}}
+
+    answer: dict[str, Any] = {"id": 1, "result": {}}
+    came = [update("a"), update("commands"), answer, update("commands")]
+    assert without_updates(came, ["commands"]) == [update("a"), answer]
+    assert without_updates([update("a"), answer], ["commands"]) == [update("a"), answer]
+    assert without_updates(came, []) == came
 
 
 def test_the_clock_needs_libfaketime(monkeypatch: pytest.MonkeyPatch) -> None:

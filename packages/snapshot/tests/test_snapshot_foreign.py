@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,11 +18,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from dsh_core import Chunk
+from dsh_core import Chunk, ToolSandbox
 from dsh_core.plugins import default_store_backend_names
 from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_scenario
-from dsh_snapshot._foreign import ForeignAgent, foreign_agent
+from dsh_snapshot._foreign import ForeignAgent, foreign_agent, private_paths
 from dsh_snapshot.cli import main
 
 requires_sandbox = pytest.mark.skipif(
@@ -179,6 +180,30 @@ def test_the_agent_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch)
     assert (env["HOME"], env["TMPDIR"], env["LC_ALL"]) == ("/run/home", "/run/tmp", "C.UTF-8")
     assert set(env) <= {"PATH", "LANG", "LANGUAGE", "LC_ALL", "TERM", "TZ", "HOME", "TMPDIR",
                         "TMP", "TEMP", "OPENAI_API_KEY", "OPENAI_BASE_URL"}  # fmt: skip
+
+
+def test_agent_env_values_take_the_proxy_url_where_they_say_base_url() -> None:
+    # Mistral Vibe takes its endpoint inside a JSON list of providers, not in a variable.
+    providers = '[{"name": "proxy", "api_base": "{base_url}"}]'
+    agent = ForeignAgent(("x",), "OPENAI_BASE_URL", {"VIBE_PROVIDERS": providers, "M": "m"})
+    env = agent.environment("http://127.0.0.1:5/v1", "/run/home", "/run/tmp")
+    assert json.loads(env["VIBE_PROVIDERS"])[0]["api_base"] == "http://127.0.0.1:5/v1"
+    assert (env["M"], env["OPENAI_BASE_URL"]) == ("m", "http://127.0.0.1:5/v1")
+
+
+def test_the_private_paths_are_placeholders_absolute_and_as_the_cwd_reaches_them(
+    tmp_path: Path,
+) -> None:
+    # Qwen Code names its home's files relative to its workspace ("../dsh-tool-x1/home/…").
+    sandbox, cwd = ToolSandbox(root=tmp_path), tmp_path / "cwd"
+    paths = private_paths(sandbox, cwd)
+    home = sandbox.home.relative_to(tmp_path)
+    assert paths[str(sandbox.home)] == paths[f"../{home}"] == "{{home}}"
+    assert paths[str(sandbox.tmp)] == paths[f"../{sandbox.tmp.relative_to(tmp_path)}"] == "{{tmp}}"
+    assert private_paths(sandbox, None) == {
+        str(sandbox.home): "{{home}}",
+        str(sandbox.tmp): "{{tmp}}",
+    }
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -453,3 +478,17 @@ def test_the_agent_option_keeps_the_scenarios_agent_env(tmp_path: Path) -> None:
     assert chosen.command == ("other-agent", "--acp")
     assert chosen.base_url_env == "MY_BASE_URL"
     assert dict(chosen.env) == {"OPENAI_API_KEY": "placeholder", "OPENAI_MODEL": "m"}
+
+
+def test_the_gate_loads_the_proxy_server_only_for_a_foreign_run() -> None:
+    """One ``dsh-llm-proxy`` per gate process serves its foreign runs; a gate that runs none
+    never imports the server stack (uvicorn, starlette, httpx: ~0.15 CPU-s of its start)."""
+    probe = (
+        "import sys\n"
+        "import dsh_snapshot.cli\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'uvicorn', 'starlette', 'httpx'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

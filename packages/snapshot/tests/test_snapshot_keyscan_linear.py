@@ -10,7 +10,7 @@ import pytest
 
 from dsh_snapshot import KeyFinding, scan_file
 from dsh_snapshot import _keyscan as keyscan
-from dsh_snapshot._detect import _PLUGINS, detectors, python_fallbacks  # pyright: ignore[reportPrivateUsage]
+from dsh_snapshot._detect import _PLUGINS, detectors, python_fallbacks, screened  # pyright: ignore[reportPrivateUsage]
 from dsh_snapshot._keyscan import digest
 from dsh_snapshot._scancache import CACHE_DIR_ENV, clear
 
@@ -31,6 +31,8 @@ _SHORT_LINES = [
     "https://user:pa55word@example.org/x",
     "AKIA" + "Q" * 16,
     "glpat-" + "x" * 20,
+    "glagent-" + "a" * 60,
+    "GR1348941" + "c" * 25 + " and more",
     "xoxb-1234-abcdef",
 ]
 
@@ -48,6 +50,29 @@ def _reference(line: str) -> list[list[str]]:
 @pytest.mark.parametrize("line", _SHORT_LINES)
 def test_the_linear_detectors_find_what_detect_secrets_finds(line: str) -> None:
     assert [list(find(line)) for _kind, find in detectors()] == _reference(line)
+
+
+_ORDINARY = ['{"usage":{"inputTokens":878,"outputTokens":22}}', '{"text":"ask-me anything"}', ""]
+
+
+@pytest.mark.parametrize("line", _SHORT_LINES + _ORDINARY)
+def test_the_screen_skips_only_detectors_that_find_nothing(line: str) -> None:
+    """One RE2 alternation stands for every regex detector's RE2 patterns: where it finds
+    nothing, what still runs (the keyword detector, the Python-engine patterns) finds all
+    that every detector finds."""
+    screen, every, rest = screened()
+    assert screen is not None
+    assert every == detectors()
+    full = [(kind, list(find(line))) for kind, find in every]
+    used = every if screen.search(line) is not None else rest
+    quick = [(kind, list(find(line))) for kind, find in used]
+    assert [(k, v) for k, v in full if v] == [(k, v) for k, v in quick if v]
+
+
+def test_the_screen_passes_over_ordinary_text() -> None:
+    screen, _, rest = screened()
+    assert all(screen.search(line) is None for line in _ORDINARY)
+    assert len(rest) < len(detectors())  # the screen saves work there
 
 
 def test_only_bounded_patterns_stay_in_pythons_engine() -> None:

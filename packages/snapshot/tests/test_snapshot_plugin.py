@@ -15,6 +15,7 @@ import pytest
 
 from dsh_core.plugins import default_store_backend_names
 from dsh_snapshot import COLD_ENV
+from dsh_snapshot._discover import scenario_folders
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -180,3 +181,72 @@ def test_the_plugin_runs_each_item_through_the_engine(
     )
     runs = len(default_store_backend_names())
     assert f"dsh-snapshot: 1 scenarios ({runs} runs)" in proc.stdout
+
+
+# --- the scenario tree is a pull request's data: pytest must not run it or read it as config ---
+
+_MARKER_CODE = "import pathlib; pathlib.Path({marker!r}).write_text('imported')\n"
+
+
+def test_code_planted_in_the_tree_is_never_imported(tree: Path, collect: Collect) -> None:
+    markers = tree.parent / "markers"
+    markers.mkdir()
+    planted = {
+        "snapshots/conftest.py": "root-conftest",
+        "snapshots/sdk/conftest.py": "profile-conftest",
+        "snapshots/sdk/cancel/conftest.py": "scenario-conftest",
+        "snapshots/sdk/__init__.py": "package-init",
+        "snapshots/notes/test_evil.py": "test-module",
+        "snapshots/notes/conftest.py": "folder-conftest",
+        "snapshots/testing/conftest.py": "test-star-conftest",
+    }
+    for where, marker in planted.items():
+        (tree / where).parent.mkdir(parents=True, exist_ok=True)
+        (tree / where).write_text(_MARKER_CODE.format(marker=str(markers / marker)))
+    ids = collect(tree, "--dsh-snapshots", "snapshots")
+    assert sorted({i.split("::")[0] for i in ids}) == [
+        f"snapshots/sdk/{name}" for name in ("cancel", "multi-turn", "text-turn")
+    ]
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_the_tree_is_collected_by_this_plugin_never_as_python_packages(
+    tree: Path, inner_pytest: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    (tree / "snapshots" / "sdk" / "__init__.py").write_text("")
+    proc = inner_pytest(tree, "--collect-only", "--dsh-snapshots", "snapshots")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "<ScenarioTree sdk>" in proc.stdout
+    assert "<Package" not in proc.stdout
+    assert "<Module" not in proc.stdout
+
+
+def test_pytest_collects_exactly_the_scenarios_the_cli_finds(tree: Path, collect: Collect) -> None:
+    # pytest's own walk skips these (norecursedirs, virtualenv detection); the CLI does not
+    for name in ("build", "dist", "node_modules", "venvlike"):
+        _scenario(tree / "snapshots" / "sdk" / name)
+    (tree / "snapshots" / "sdk" / "venvlike" / "pyvenv.cfg").write_text("home = /usr\n")
+    cli = sorted(f.relative_to(tree).as_posix() for f in scenario_folders(tree / "snapshots"))
+    ids = collect(tree, "--dsh-snapshots", "snapshots")
+    assert sorted({i.split("::")[0] for i in ids}) == cli
+    assert "snapshots/sdk/venvlike" in cli
+
+
+def test_an_input_json_that_is_not_a_file_fails_collection(
+    tree: Path, inner_pytest: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    broken = tree / "snapshots" / "sdk" / "broken"
+    (broken / "input.json").mkdir(parents=True)
+    proc = inner_pytest(tree, "--collect-only", "-q", "--dsh-snapshots", "snapshots")
+    assert proc.returncode not in (0, 5), proc.stdout
+    assert "snapshots/sdk/broken" in proc.stdout + proc.stderr
+
+
+def test_item_names_from_scenario_data_are_escaped(tree: Path, collect: Collect) -> None:
+    folder = tree / "snapshots" / "sdk" / "bell\x1b]0;owned\x07"
+    _scenario(folder)
+    yml = folder / "snapshot.yml"
+    yml.write_text(yml.read_text().replace("profile: sdk", 'profile: "sdk\\e[2J"'))
+    ids = collect(tree, "--dsh-snapshots", "snapshots")
+    assert not any("\x1b" in i or "\x07" in i for i in ids), ids
+    assert any("bell" in i for i in ids), ids

@@ -12,6 +12,7 @@ its timeout and left no process behind (by parent pid, and by a marker in the en
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -281,6 +282,27 @@ def _no_raw_escape(world: World) -> None:
     assert "\x07" not in world.out + world.err
 
 
+def _review_planted(world: World) -> list[str]:
+    """Pending outputs whose text hides a line (SGR conceal) and reverses one (RLO), shown by
+    ``review`` (the class: scenario data in what the CLI prints)."""
+    build = _pending(lambda w: {})
+    args = build(world)
+    planted = world.box.scenarios / "sdk" / "pend" / ".pending" / "jsonl" / "session.jsonl"
+    text = session_log(said("FAIL\x1b[8m hidden \x1b[0m\u202e reversed"))
+    # Raw in the file (not JSON-escaped), as a hostile pull request would write it.
+    planted.write_text(text.replace("\\u001b", "\x1b").replace("\\u202e", "\u202e"))
+    assert world.env is not None
+    world.env.setattr(sys, "stdin", io.StringIO("s\n"))  # review asks: skip
+    return ["review", *args[1:]]
+
+
+def _no_sgr_or_bidi(world: World) -> None:
+    text = world.out + world.err
+    assert "\x1b[8m" not in text
+    assert "\u202e" not in text
+    assert "\\x1b[8m hidden" in text or "\\\\x1b[8m hidden" in text, text
+
+
 def _refresh_discovery(world: World, link: Callable[[World], Path | str]) -> list[str]:
     sdk = world.box.scenarios / "sdk"
     sdk.mkdir(parents=True)
@@ -418,6 +440,25 @@ def _pinned_server_store(world: World) -> list[str]:
     # Where a server would be, were the gate to go there: a socket directory of our own.
     world.env.setenv("DSH_POSTGRES_DSN", f"host={world.box.sentinel / 'dir'} dbname=x")
     return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
+
+
+def _checkout_read(world: World) -> list[str]:
+    """A recorded command reads the checkout's .env and .git (the README keeps the key in
+    .env; a CI checkout keeps its token in .git/config) and turns it round, past any
+    redaction by key shape (red team F3)."""
+    repo = world.repo()
+    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
+    command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
+    return _replay(_bash_scenario(world, command))
+
+
+def _checkout_unread(world: World) -> None:
+    turned = world.box.outside_key[::-1].encode()
+    assert turned not in (world.out + world.err).encode()
+    for path in world.box.root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.name not in (".env", "config"):
+            assert turned not in path.read_bytes(), path
 
 
 def _markup_profile(world: World) -> list[str]:
@@ -574,6 +615,11 @@ CASES = [
         check=_no_raw_escape,
     ),
     Case(
+        "terminal-sgr-and-bidi-from-a-command-are-inert",
+        _review_planted,
+        check=_no_sgr_or_bidi,
+    ),
+    Case(
         "markup-in-profile-is-text",
         _markup_profile,
         expect=("[/red]evil",),
@@ -601,6 +647,12 @@ CASES = [
         _pinned_server_store,
         expect=("pins the server store 'postgres'", "--store postgres", "not run"),
         code=1,
+    ),
+    Case(
+        "checkout-env-and-git-are-hidden-from-commands",
+        _checkout_read,
+        code=1,
+        check=_checkout_unread,
     ),
     Case(
         "yaml-error-never-quotes-the-line",
@@ -685,6 +737,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "readyfile",
         "launcher",
         "network",
+        "checkout",
         "store",
         "snapshot-yml",
         "report",
@@ -737,6 +790,23 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     assert "masked" in run.stdout
 
 
+def _plugin_run(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+    plant: Callable[[Sandbox, Path], None],
+) -> tuple[Sandbox, subprocess.CompletedProcess[str]]:
+    """The pytest front end over a tree holding one failing scenario, planted first."""
+    box = Sandbox.create(tmp_path)
+    plant(box, _bash_scenario(World(box, ""), "echo hi"))
+    return box, inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q")
+
+
+def _conftests(box: Sandbox, folder: Path) -> None:
+    for where in (box.scenarios, folder.parent, folder):
+        mark = box.sentinel / "conftest-ran"
+        (where / "conftest.py").write_text(f"open({str(mark)!r}, 'a').write('ran')\n")
+
+
 def test_a_conftest_in_the_scenario_tree_is_never_imported(
     tmp_path: Path,
     inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
@@ -744,12 +814,8 @@ def test_a_conftest_in_the_scenario_tree_is_never_imported(
     # pytest imports every conftest.py of the folders it collects, in the gate's own process
     # (red team F9): one at the top of the tree and one in a scenario folder, each of which
     # would leave a mark.
-    box = Sandbox.create(tmp_path)
-    folder = _bash_scenario(World(box, ""), "echo hi")
+    box, run = _plugin_run(tmp_path, inner_pytest, _conftests)
     mark = box.sentinel / "conftest-ran"
-    for where in (box.scenarios, folder.parent, folder):
-        (where / "conftest.py").write_text(f"open({str(mark)!r}, 'a').write('ran')\n")
-    run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q")
     assert "conftest" not in run.stderr, run.stderr
     assert re.search(r"\b1 failed\b", run.stdout), run.stdout  # collected and run all the same
     assert not mark.exists(), "a conftest.py of the scenario tree ran in the gate"
@@ -775,3 +841,21 @@ def test_a_pytest_ini_in_the_scenario_tree_is_refused(tmp_path: Path) -> None:
     assert f"from {box.scenarios / 'pytest.ini'}" in run.stderr
     assert "name the project's own with -c" in run.stderr
     assert folder.is_dir()
+
+
+def test_pytest_item_names_from_a_profile_are_inert(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # pytest prints node ids raw: a profile of snapshot.yml would retitle and clear the
+    # terminal, recolour and reverse the log (red team F12).
+    hostile = r"sdk\e]0;PWNED\a\e[2J\e[31m\u202e"  # YAML's escapes: ESC, BEL, RLO
+
+    def profile(_box: Sandbox, folder: Path) -> None:
+        (folder / "snapshot.yml").write_text(META.replace("profile: sdk", f'profile: "{hostile}"'))
+
+    _, run = _plugin_run(tmp_path, inner_pytest, profile)
+    assert re.search(r"\b1 failed\b", run.stdout), run.stdout
+    for active in ("\x1b", "\x07", "\u202e"):
+        assert active not in run.stdout + run.stderr, repr(active)
+    assert "\\x1b]0;PWNED" in run.stdout

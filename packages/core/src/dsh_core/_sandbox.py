@@ -24,7 +24,9 @@ Settings (``DSH_*``, read by :class:`SandboxSettings`):
   the environment is still allow-listed);
 - ``DSH_SANDBOX_NETWORK``: ``allow`` (the default) or ``deny``;
 - ``DSH_TOOL_ENV_ALLOW``: comma-separated extra variable names to pass; credential-shaped
-  names are dropped even when listed here.
+  names are dropped even when listed here;
+- ``DSH_SANDBOX_HIDE``: further folders to hide (``os.pathsep``-separated): the gate names the
+  checkout it runs from, whose ``.env`` and ``.git`` a command must not read.
 """
 
 from __future__ import annotations
@@ -111,6 +113,15 @@ class SandboxSettings(BaseSettings):
     sandbox: SandboxMode = "warn"
     sandbox_network: NetworkMode = "allow"
     tool_env_allow: str = ""
+    sandbox_hide: str = ""
+
+    @property
+    def hidden_roots(self) -> tuple[str, ...]:
+        """The folders ``DSH_SANDBOX_HIDE`` lists (``os.pathsep``-separated, absolute ones
+        only): hidden like the host's ``/tmp`` (the checkout a gate runs from: its ``.env``,
+        ``.git``)."""
+        entries = self.sandbox_hide.split(os.pathsep)
+        return tuple(entry for entry in entries if os.path.isabs(entry))
 
     @property
     def extra_env_names(self) -> tuple[str, ...]:
@@ -412,6 +423,7 @@ class ToolSandbox:
                 chdir=chdir,
                 env=env,
                 network=network,
+                hide=self.settings.hidden_roots,
             ),
             *seccomp_args,
             "--",
@@ -488,10 +500,10 @@ def _under_any(path: str, hidden: Sequence[tuple[str, bool]]) -> bool:
     return any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden)
 
 
-def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
+def _hidden_paths(home: str | None, hide: Sequence[str] = ()) -> list[tuple[str, bool]]:
     """Host paths to hide: ``(path, is_dir)`` for those that exist (links are left: hiding
     their target is enough, and ``/var/run`` is one to ``/run`` on most systems)."""
-    candidates: list[str] = list(_HIDDEN_DIRS)
+    candidates: list[str] = [*_HIDDEN_DIRS, *(os.path.realpath(h) for h in hide)]
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         candidates.append(runtime)
@@ -502,7 +514,8 @@ def _hidden_paths(home: str | None) -> list[tuple[str, bool]]:
         if os.path.islink(path) or not os.path.exists(path):
             continue
         found.append((path, os.path.isdir(path)))
-    return found
+    # Parents before what lies below them: a folder inside one hidden is mounted on top.
+    return sorted(found, key=lambda entry: entry[0].rstrip("/").count("/"))
 
 
 def bwrap_options(
@@ -513,8 +526,10 @@ def bwrap_options(
     chdir: str,
     env: Mapping[str, str],
     network: bool,
+    hide: Sequence[str] = (),
 ) -> list[str]:
-    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``."""
+    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``; ``hide``:
+    further folders to hide (what ``readable`` lists below them stays visible)."""
     options = [
         _bwrap() or "bwrap",
         "--die-with-parent",
@@ -537,7 +552,7 @@ def bwrap_options(
     ]
     if not network:
         options.append("--unshare-net")
-    hidden = _hidden_paths(os.environ.get("HOME"))
+    hidden = _hidden_paths(os.environ.get("HOME"), hide)
     for path, is_dir in hidden:
         options += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
     for path in readable:

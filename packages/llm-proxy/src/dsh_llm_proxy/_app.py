@@ -242,6 +242,12 @@ class ReplayEngine:
 
     ``scrub`` is applied to the recorded and the live request before they are compared, and
     puts the live values of its literals back into the answers (see :class:`Scrub`).
+
+    ``accept_drift``: a request that differs from the recorded one (prompt, system prompt,
+    tools, model settings) is answered with the recorded answer all the same, and the
+    difference is kept in :attr:`accepted` instead of refusing it with HTTP 422. A recording
+    proxy in front of such a replay writes the new requests with the old answers: a
+    request-side change accepted without asking the model again.
     """
 
     client: ReplayModelClient
@@ -250,11 +256,14 @@ class ReplayEngine:
         default_factory=dict[str, Sequence[Sequence[str]]]
     )
     scrub: Scrub = field(default_factory=Scrub)
+    accept_drift: bool = False
 
     def __post_init__(self) -> None:
         self.book = SessionBook(None)
         self._calls: dict[str, int] = {}
         self._mismatches: list[str] = []
+        self.accepted: list[str] = []
+        """The request differences answered anyway (``accept_drift``), in order."""
 
     def _mismatch(self, call: Call) -> str | None:
         """How the live call's new messages differ from the recorded call's, if they do."""
@@ -301,13 +310,19 @@ class ReplayEngine:
         request matched its recorded one)."""
         report = self.client.report()
         if self._mismatches:
-            problems = [*report.problems, *self._mismatches]
+            # The refused request is the cause, the unconsumed rest its consequence ("made 1
+            # of 2 recorded calls"): a reader sees the first problem first.
+            problems = [*self._mismatches, *report.problems]
             report = report.model_copy(update={"problems": problems, "ok": False})
         return report
 
     async def report_endpoint(self, request: Request) -> Response:
-        """``GET /_dsh/report``."""
-        return JSONResponse(self.report().as_json())
+        """``GET /_dsh/report`` (with ``accept_drift``, also ``accepted``: the request
+        differences answered anyway)."""
+        body = self.report().as_json()
+        if self.accept_drift:
+            body["accepted"] = list(self.accepted)
+        return JSONResponse(body)
 
     async def models(self, request: Request) -> Response:
         """``GET /models``: the models the recording asked for."""
@@ -338,7 +353,9 @@ class ReplayEngine:
         if first is not None:
             collected.append(first)
         mismatch = self._mismatch(call)
-        if mismatch is not None:
+        if mismatch is not None and self.accept_drift:
+            self.accepted.append(mismatch)
+        elif mismatch is not None:
             self._mismatches.append(mismatch)
             self.book.abandon(call)
             return error_response(422, f"dsh-llm-proxy replay: {mismatch}", "request-mismatch")

@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     replay = modes.add_parser("replay", help="answer from a recording, keylessly")
     replay.add_argument("--root", required=True, help="folder holding the recording")
     replay.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    replay.add_argument(
+        "--accept-drift",
+        action="store_true",
+        help="answer a request that differs from the recorded one (prompt, system prompt, "
+        "tools, model settings) with the recorded answer instead of refusing it; the "
+        "report lists each such difference under 'accepted'",
+    )
     for command in (record, replay):
         _add_scrub_arguments(command)
     return parser
@@ -107,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 scrub=scrub,
             )
         else:
-            server = ProxyServer.replay(args.root, port=args.port, scrub=scrub)
+            server = ProxyServer.replay(
+                args.root, port=args.port, scrub=scrub, accept_drift=args.accept_drift
+            )
         base_url = server.base_url
     except (DshError, OSError, ValueError) as exc:
         print(f"dsh-llm-proxy: {exc}", file=sys.stderr)

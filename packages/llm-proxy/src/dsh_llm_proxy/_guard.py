@@ -11,7 +11,9 @@ therefore checked before any route sees it:
   ``Sec-Fetch-Site`` (sent by every current browser) must not say ``cross-site`` or
   ``same-site``;
 - a ``POST`` must say ``Content-Type: application/json`` (415 otherwise): the content types a
-  page may send without a CORS preflight are all refused.
+  page may send without a CORS preflight are all refused;
+- a request body is at most :data:`MAX_REQUEST_BYTES` (413 otherwise), declared or streamed:
+  the proxy runs inside the gate, and an agent under test must not grow it without limit.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["LocalOnly", "is_loopback_host"]
+__all__ = ["MAX_REQUEST_BYTES", "LocalOnly", "is_loopback_host"]
+
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""The largest request body the proxy reads; a chat request with a long context is far below."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -82,6 +87,9 @@ class LocalOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             problem = _problem(scope)
+            if problem is None and scope["method"] == "POST":
+                body, problem = await _bounded_body(scope, receive)
+                receive = _replayed(body, receive)
             if problem is not None:
                 status, message = problem
                 body = json.dumps(
@@ -107,3 +115,39 @@ class LocalOnly:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+def _too_large() -> tuple[int, str]:
+    return 413, f"the request body is over {MAX_REQUEST_BYTES} bytes"
+
+
+async def _bounded_body(scope: Scope, receive: Receive) -> tuple[bytes, tuple[int, str] | None]:
+    """The whole request body, or a 413 as soon as it is known to be over the bound."""
+    declared = dict(scope["headers"]).get(b"content-length", b"0")
+    if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+        return b"", _too_large()  # refused before a byte of it is read
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), None  # the client left: the app sees an empty request
+        body += message.get("body", b"")
+        if len(body) > MAX_REQUEST_BYTES:
+            return b"", _too_large()
+        if not message.get("more_body", False):
+            return bytes(body), None
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the app the body read already, then the client's own messages
+    (a streamed answer listens on it for the client going away)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

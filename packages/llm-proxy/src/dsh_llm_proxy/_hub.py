@@ -72,6 +72,11 @@ class ProxyRoute:
 
         return self._hub.serving.run(read, _CALL_TIMEOUT_S)
 
+    def accepted(self) -> list[str]:
+        """Replay with ``accept_drift``: the request differences answered anyway so far."""
+        engine = self.engine
+        return list(engine.accepted) if isinstance(engine, ReplayEngine) else []
+
     def close(self) -> None:
         """Remove the route, finish its sessions (record: every call written) and close its
         store (idempotent)."""
@@ -121,14 +126,16 @@ class ProxyHub:
         """Stop serving (the routes still open answer nothing more)."""
         self.serving.stop()
 
-    def replay(self, root: Path | str, *, scrub: Scrub | None = None) -> ProxyRoute:
+    def replay(
+        self, root: Path | str, *, scrub: Scrub | None = None, accept_drift: bool = False
+    ) -> ProxyRoute:
         """A keyless route answering from the recording in ``root`` (see
-        :meth:`ProxyServer.replay`).
+        :meth:`ProxyServer.replay`, also for ``accept_drift``).
 
         Raises:
             DshError: the root does not exist, or holds a log that cannot be read.
         """
-        return self._add(replay_engine(root, scrub), None)
+        return self._add(replay_engine(root, scrub, accept_drift), None)
 
     def record(
         self,

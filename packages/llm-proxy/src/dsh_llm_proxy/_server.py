@@ -90,7 +90,9 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     return _Recording(scripts, models, inputs)
 
 
-def replay_engine(root: Path | str, scrub: Scrub | None = None) -> ReplayEngine:
+def replay_engine(
+    root: Path | str, scrub: Scrub | None = None, accept_drift: bool = False
+) -> ReplayEngine:
     """A keyless engine answering from the recording in ``root`` (see :meth:`ProxyServer.replay`).
 
     Raises:
@@ -100,7 +102,7 @@ def replay_engine(root: Path | str, scrub: Scrub | None = None) -> ReplayEngine:
     # The engine compares each call's header itself: the client never sees the request's
     # model, system prompt or tools (the wire's, not a ModelRequest's).
     client = ReplayModelClient(recording.scripts, check_headers=False)
-    return ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub())
+    return ReplayEngine(client, recording.models, recording.inputs, scrub or Scrub(), accept_drift)
 
 
 def empty_recording_store(root: Path | str, store: str) -> SessionStore:
@@ -150,23 +152,34 @@ class ProxyServer:
         api_key_env: str | None = None,
         port: int = 0,
         scrub: Scrub | None = None,
+        api_key: str | None = None,
     ) -> ProxyServer:
         """A recording proxy writing into ``root``, each event through ``scrub`` first.
+        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only.
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
         """
         default_upstream, default_key_env = upstream_defaults()
         upstream = upstream or default_upstream
-        key = api_key_from_env(api_key_env or default_key_env)
+        key = api_key or api_key_from_env(api_key_env or default_key_env)
         opened = empty_recording_store(root, store)
         return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
 
     @classmethod
-    def replay(cls, root: Path | str, *, port: int = 0, scrub: Scrub | None = None) -> ProxyServer:
+    def replay(
+        cls,
+        root: Path | str,
+        *,
+        port: int = 0,
+        scrub: Scrub | None = None,
+        accept_drift: bool = False,
+    ) -> ProxyServer:
         """A keyless proxy answering from the recording in ``root``; ``scrub`` applies to both
-        sides of each request comparison and puts its literals back into the answers."""
-        return cls(replay_engine(root, scrub), None, port)
+        sides of each request comparison and puts its literals back into the answers. With
+        ``accept_drift`` a changed request gets its recorded answer instead of HTTP 422 (the
+        difference is kept in ``engine.accepted``)."""
+        return cls(replay_engine(root, scrub, accept_drift), None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

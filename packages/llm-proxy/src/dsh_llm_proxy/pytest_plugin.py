@@ -9,6 +9,11 @@
 - ``once``: replay when the test has a recording, record it when not.
 - ``record``: record again; the test's folder is replaced only once the new recording is
   complete and clean (the test passed): a failing test, or a missing key, leaves the old one.
+- ``accept``: keyless; take a request-side change (a new prompt, system prompt, tools or
+  model settings) and keep the recorded answers: the test's new requests are recorded with
+  the old answers, which are NOT asked again. The folder is replaced only when the test passed
+  and used the recorded calls exactly (a change that needs more, fewer or other calls needs
+  ``record``).
 
 Scrubbers (``llm_proxy_scrub`` in the ini file, one ``{{name}}=REGEX`` a line, or the
 ``llm_proxy_scrub`` fixture returning a :class:`dsh_llm_proxy.Scrub`) turn run-specific text
@@ -48,7 +53,7 @@ __all__ = [
     "recording_dir",
 ]
 
-MODES = ("replay", "once", "record")
+MODES = ("replay", "once", "record", "accept")
 RECORDINGS = "llm_recordings"
 
 
@@ -58,7 +63,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--llm-proxy-mode",
         choices=MODES,
         default="replay",
-        help="replay (default, keyless), once (record what has no recording) or record",
+        help="replay (default, keyless), once (record what has no recording), record, or "
+        "accept (keyless: new requests, the recorded answers kept)",
     )
     group.addoption(
         "--llm-proxy-upstream",
@@ -152,6 +158,9 @@ def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
                 pytrace=False,
             )
         return
+    if mode == "accept":
+        yield from _accept(folder, scrub, node)
+        return
     # Record into a scratch folder beside the recording: the old one stays until the new one
     # is complete and clean. Only recording needs an upstream and a key.
     scratch = scratch_root(folder)
@@ -168,3 +177,41 @@ def llm_proxy(request: pytest.FixtureRequest) -> Iterator[str]:
         yield server.base_url
     # A failed test's recording is dropped (its failure is the report); the old one stays.
     publish_recording(scratch, folder, keep=node.stash.get(_OUTCOME, False))
+
+
+def _accept(folder: Path, scrub: Scrub, node: pytest.Item) -> Iterator[str]:
+    """``--llm-proxy-mode=accept``: record the test's requests into a scratch folder against
+    a replay of its recording that answers changed requests anyway; publish only when the
+    test passed and the recording was used exactly."""
+    from dsh_llm_proxy._server import ProxyServer  # noqa: PLC0415 - see the imports above
+
+    if not folder.is_dir():
+        pytest.fail(
+            f"no recording for this test in {folder}: accept keeps recorded answers, so "
+            "record one first (--llm-proxy-mode=once with the upstream key set)",
+            pytrace=False,
+        )
+    scratch = scratch_root(folder)
+    with ProxyServer.replay(folder, scrub=scrub, accept_drift=True) as upstream:
+        recorder = ProxyServer.record(
+            scratch, upstream=upstream.base_url, api_key="recorded-answers", scrub=scrub
+        )
+        with recorder:
+            yield recorder.base_url
+        problems = upstream.problems()
+        engine = upstream.engine
+        accepted = list(getattr(engine, "accepted", []))
+    passed = node.stash.get(_OUTCOME, False)
+    publish_recording(scratch, folder, keep=passed and not problems)
+    if problems:
+        pytest.fail(
+            f"accept: the recorded answers do not fit the new requests, {folder} is kept as "
+            "it was (record again: --llm-proxy-mode=record):\n  " + "\n  ".join(problems),
+            pytrace=False,
+        )
+    if passed:
+        # Said plainly in the test's output: these answers were not asked for again.
+        print(
+            f"dsh-llm-proxy accept: {folder}: the new requests are recorded with the recorded "
+            f"answers; the model was NOT asked again ({len(accepted)} changed request(s))"
+        )

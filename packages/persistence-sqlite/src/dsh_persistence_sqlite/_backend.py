@@ -21,15 +21,15 @@ class SqliteSettings(BaseSettings):
     """``DSH_SQLITE_*``.
 
     Attributes:
-        layout: the layout of a fresh database (``DSH_SQLITE_LAYOUT``): ``dsh`` (dsh-py's
-            version 1004, every field kept) or ``v4`` (upstream's schema version 4 exactly, for
-            a file upstream's v4 opens; a header v4 cannot hold is then refused). An existing
-            database keeps its own.
+        layout: the layout of a fresh database (``DSH_SQLITE_LAYOUT``): ``v4`` (the default:
+            upstream's schema version 4 exactly, which upstream's v4 opens, what it has no
+            column for in side tables) or ``dsh`` (dsh-py's former version 1004). Both keep
+            every field; an existing database keeps its own layout.
     """
 
     model_config = SettingsConfigDict(env_prefix="DSH_SQLITE_", extra="ignore", frozen=True)
 
-    layout: Literal["dsh", "v4"] = "dsh"
+    layout: Literal["v4", "dsh"] = "v4"
 
 
 DATABASE_FILE = "sessions.sqlite3"

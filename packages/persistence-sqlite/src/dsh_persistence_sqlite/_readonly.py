@@ -1,5 +1,6 @@
 """Reading any SQLite session store this code knows, without writing a byte: upstream's
-June schema version 3, upstream's v4, and dsh-py's layout 1004.
+June schema version 3, upstream's v4 (with dsh-py's side tables or without), and dsh-py's
+layout 1004.
 
 What the store itself refuses to open (June's v3: it has no surface columns and is not
 migrated) is read here for inspection and conversion only (``dsh-sessions``). The connection
@@ -21,11 +22,18 @@ from dsh_core import (
     StoreCorruptError,
     StoreVersionError,
 )
-from dsh_persistence_sqlite._rows import events_from_cursor, header_from_row
+from dsh_persistence_sqlite._rows import (
+    events_from_cursor,
+    events_select,
+    header_from_row,
+    header_select,
+)
 from dsh_persistence_sqlite._schema import (
     DSH_APPLICATION_ID,
     DSH_SCHEMA_VERSION,
     SCHEMA_VERSION,
+    Layout,
+    has_side_tables,
     inspect_file,
     readonly_connection,
     version_error,
@@ -36,17 +44,15 @@ __all__ = ["JUNE_SCHEMA_VERSION", "ReadOnlySqliteStore"]
 JUNE_SCHEMA_VERSION = 3
 """Upstream's June layout: v4 without ``source_event_seqs`` and ``surface_op``."""
 
-_V4_HEADER = "id, version, created_at, cwd, parent_session, seed_length"
-_HEADER = {
-    JUNE_SCHEMA_VERSION: f"{_V4_HEADER}, NULL, NULL, NULL",
-    SCHEMA_VERSION: f"{_V4_HEADER}, NULL, NULL, NULL",
-    DSH_SCHEMA_VERSION: f"{_V4_HEADER}, origin, delegation_depth, extra",
-}
-_EVENTS = {
-    JUNE_SCHEMA_VERSION: "seq, type, time, data, NULL, NULL, NULL",
-    SCHEMA_VERSION: "seq, type, time, data, source_event_seqs, surface_op, NULL",
-    DSH_SCHEMA_VERSION: "seq, type, time, data, source_event_seqs, surface_op, extra",
-}
+# June's v3 has neither the surface columns nor anything beyond v4's header.
+_JUNE_HEADER = (
+    "SELECT s.id, s.version, s.created_at, s.cwd, s.parent_session, s.seed_length, "
+    "NULL, NULL, NULL FROM sessions s"
+)
+_JUNE_EVENTS = (
+    "SELECT e.seq, e.type, e.time, e.data, NULL, NULL, NULL, 0 FROM events e "
+    "WHERE e.session_id = ? ORDER BY e.seq"
+)
 
 
 class ReadOnlySqliteStore:
@@ -71,6 +77,13 @@ class ReadOnlySqliteStore:
             raise SessionNotFoundError(f"{self.path}: no such SQLite store file")
         self.version = self._version()
         self._connection = readonly_connection(self.path)
+        if self.version == JUNE_SCHEMA_VERSION:
+            self._header, self._events = _JUNE_HEADER, _JUNE_EVENTS
+        else:
+            layout = Layout.V4 if self.version == SCHEMA_VERSION else Layout.DSH
+            side = layout is Layout.V4 and has_side_tables(self._connection)
+            self._header = header_select(layout, side)
+            self._events = events_select(layout, side, "0")
 
     def _version(self) -> int:
         with contextlib.closing(readonly_connection(self.path)) as connection:
@@ -99,7 +112,7 @@ class ReadOnlySqliteStore:
 
     def list_sessions(self) -> list[SessionHeader]:
         """Every session's header, ordered by ``(createdAt, id)``."""
-        rows = self._execute(f"SELECT {_HEADER[self.version]} FROM sessions").fetchall()
+        rows = self._execute(self._header).fetchall()
         headers = [header_from_row(row, self._source) for row in rows]
         headers.sort(key=lambda header: (header.created_at, header.id))
         return headers
@@ -110,16 +123,11 @@ class ReadOnlySqliteStore:
         Raises:
             SessionNotFoundError, LogFormatError (naming the row and column).
         """
-        row = self._execute(
-            f"SELECT {_HEADER[self.version]} FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
+        row = self._execute(f"{self._header} WHERE s.id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFoundError(f"no session {session_id} in {self.path}")
         header = header_from_row(row, self._source)
-        cursor = self._execute(
-            f"SELECT {_EVENTS[self.version]}, 0 FROM events WHERE session_id = ? ORDER BY seq",
-            (session_id,),
-        )
+        cursor = self._execute(self._events, (session_id,))
         events: list[Event] = []
         events, torn_from = events_from_cursor(cursor, self._source, committed_end=1 << 62)
         assert torn_from is None  # committed_end past every row: damage raises instead

@@ -17,77 +17,49 @@ from dsh_core import Event, LogFormatError, SessionHeader, dumps_json
 from dsh_persistence_sqlite._schema import Layout
 
 __all__ = [
-    "EVENT_COLUMNS",
-    "HEADER_COLUMNS",
-    "UnrepresentableError",
-    "check_representable",
-    "event_columns",
-    "header_columns",
+    "events_select",
     "event_row",
+    "event_side_rows",
     "events_from_cursor",
     "header_from_row",
     "header_row",
+    "header_select",
+    "header_side_row",
     "locate_undecodable",
 ]
 
-HEADER_COLUMNS = (
-    "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, extra"
-)
-EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, extra"
-"""The ``events`` columns a load reads, in the order :func:`events_from_cursor` unpacks."""
-
-# Upstream's v4 has no column for these: they read as NULL (absent) from a v4 file.
-_V4_HEADER_COLUMNS = "id, version, created_at, cwd, parent_session, seed_length, NULL, NULL, NULL"
-_V4_EVENT_COLUMNS = "seq, type, time, data, source_event_seqs, surface_op, NULL"
+# The columns a load reads, in the order :func:`header_from_row` / :func:`events_from_cursor`
+# unpack; the last three header columns and the last event column come from the 1004
+# layout's own columns, from a v4 file's side tables, or are NULL (absent).
+_HEADER_V4 = "s.id, s.version, s.created_at, s.cwd, s.parent_session, s.seed_length"
+_EVENT_V4 = "e.seq, e.type, e.time, e.data, e.source_event_seqs, e.surface_op"
 
 
-def header_columns(layout: Layout) -> str:
-    """The ``sessions`` select list :func:`header_from_row` unpacks, for ``layout``."""
-    return HEADER_COLUMNS if layout is Layout.DSH else _V4_HEADER_COLUMNS
+def header_select(layout: Layout, side_tables: bool) -> str:
+    """``SELECT … FROM`` the ``sessions`` rows (alias ``s``) :func:`header_from_row` unpacks."""
+    if layout is Layout.DSH:
+        return f"SELECT {_HEADER_V4}, s.origin, s.delegation_depth, s.extra FROM sessions s"
+    if side_tables:
+        return (
+            f"SELECT {_HEADER_V4}, x.origin, x.delegation_depth, x.extra FROM sessions s "
+            "LEFT JOIN dsh_sessions x ON x.session_id = s.id"
+        )
+    return f"SELECT {_HEADER_V4}, NULL, NULL, NULL FROM sessions s"
 
 
-def event_columns(layout: Layout) -> str:
-    """The ``events`` select list :func:`events_from_cursor` unpacks, for ``layout``."""
-    return EVENT_COLUMNS if layout is Layout.DSH else _V4_EVENT_COLUMNS
-
-
-class UnrepresentableError(ValueError):
-    """A header or event carries a field upstream's schema version 4 has no place for.
-
-    Raised before anything is written: a v4 file never silently loses a field.
-    """
-
-
-def check_representable(
-    path: object, header: SessionHeader | None, events: Sequence[Event]
-) -> None:
-    """Refuse what a v4 file cannot hold (see :class:`UnrepresentableError`).
-
-    Raises:
-        UnrepresentableError: naming the file, the session and the field.
-    """
-    if header is not None:
-        fields = [
-            name
-            for name, value in (
-                ("origin", header.origin),
-                ("delegationDepth", header.delegation_depth),
-            )
-            if value is not None
-        ] + sorted(header.extra)
-        if fields:
-            raise UnrepresentableError(
-                f"{path} is an upstream schema-version-4 store, which has no column for the "
-                f"header field {fields[0]!r} of session {header.id}; use a dsh-layout store "
-                f"(schema version 1004) for it; nothing was written"
-            )
-    for event in events:
-        if event.extra:
-            raise UnrepresentableError(
-                f"{path} is an upstream schema-version-4 store, which has no column for the "
-                f"envelope field {sorted(event.extra)[0]!r} of the {event.type!r} event at seq "
-                f"{event.seq}; use a dsh-layout store (schema version 1004); nothing was written"
-            )
+def events_select(layout: Layout, side_tables: bool, valid: str) -> str:
+    """One session's ``events`` rows (alias ``e``, parameter: the id) in seq order, plus
+    ``valid`` (``json_valid(e.data)`` or ``0``), as :func:`events_from_cursor` unpacks them."""
+    if layout is Layout.DSH:
+        source, extra = "events e", "e.extra"
+    elif side_tables:
+        source = "events e LEFT JOIN dsh_events x ON x.session_id = e.session_id AND x.seq = e.seq"
+        extra = "x.extra"
+    else:
+        source, extra = "events e", "NULL"
+    return (
+        f"SELECT {_EVENT_V4}, {extra}, {valid} FROM {source} WHERE e.session_id = ? ORDER BY e.seq"
+    )
 
 
 # NaN and infinities are not JSON: SQLite would keep the text but no reader could load it.
@@ -102,7 +74,7 @@ def _dump_optional(value: Any) -> str | None:
 
 def header_row(header: SessionHeader, layout: Layout) -> tuple[Any, ...]:
     """The ``sessions`` row for ``header`` (unknown header keys go to ``extra`` as JSON;
-    a v4 row has the first six columns only: :func:`check_representable` first)."""
+    a v4 row has the first six columns only: the rest is :func:`header_side_row`)."""
     row = (
         header.id,
         header.version,
@@ -123,7 +95,7 @@ def header_row(header: SessionHeader, layout: Layout) -> tuple[Any, ...]:
 
 def event_row(session_id: str, event: Event, layout: Layout) -> tuple[Any, ...]:
     """The ``events`` row for ``event``; JSON columns hold compact JSON text or NULL
-    (a v4 row has no ``extra``: :func:`check_representable` first).
+    (a v4 row has no ``extra``: that is :func:`event_side_rows`).
 
     Raises:
         ValueError: the event carries a value JSON cannot hold (NaN, an object…), naming
@@ -146,6 +118,34 @@ def event_row(session_id: str, event: Event, layout: Layout) -> tuple[Any, ...]:
         raise ValueError(
             f"event {event.type!r} at seq {event.seq} carries data that is not JSON: {exc}"
         ) from None
+
+
+def header_side_row(header: SessionHeader) -> tuple[Any, ...] | None:
+    """A v4 file's ``dsh_sessions`` row for ``header``: what v4 has no column for, or
+    ``None`` when there is nothing (a header upstream's v4 holds whole)."""
+    if header.origin is None and header.delegation_depth is None and not header.extra:
+        return None
+    extra = _encode(header.extra) if header.extra else None
+    return (header.id, header.origin, header.delegation_depth, extra)
+
+
+def event_side_rows(session_id: str, events: Sequence[Event]) -> list[tuple[Any, ...]]:
+    """A v4 file's ``dsh_events`` rows: each event's unknown envelope keys, as JSON.
+
+    Raises:
+        ValueError: an envelope key's value is not JSON, naming the event; nothing is written.
+    """
+    rows: list[tuple[Any, ...]] = []
+    for event in events:
+        if event.extra:
+            try:
+                rows.append((session_id, event.seq, _encode(event.extra)))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"event {event.type!r} at seq {event.seq} carries an envelope field that "
+                    f"is not JSON: {exc}"
+                ) from None
+    return rows
 
 
 def _is_int(value: object) -> bool:

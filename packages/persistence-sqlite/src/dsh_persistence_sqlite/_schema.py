@@ -2,15 +2,20 @@
 
 Two layouts, told apart by ``PRAGMA user_version`` (and ``application_id``):
 
-- **4**: upstream's schema version 4 *exactly* (the seed-boundary RFC; upstream's
-  ``session-persistence-sqlite/src/schema.ts`` at the v4 commit): two ``STRICT`` tables, no
-  other column, ``application_id`` 0. Upstream's v4 opens such a file and so do we.
-- **1004** with ``application_id`` 0x44534859 (``"DSHY"``): dsh-py's layout, upstream's v4
-  tables plus the columns for what v4 has no place for (``origin``, ``delegation_depth`` and
-  the unknown header keys on ``sessions``; unknown envelope keys on ``events``). The number
-  is far from upstream's sequence (3 in June, 4 at the RFC, 17 at HEAD) and the
-  ``application_id`` makes the claim unambiguous. ``dsh-sessions convert`` moves a store
-  between the two (see the README, "Two layouts").
+- **4** (the default for a fresh file): upstream's schema version 4 *exactly* (the
+  seed-boundary RFC; upstream's ``session-persistence-sqlite/src/schema.ts`` at the v4
+  commit): the two ``STRICT`` tables ``sessions`` and ``events`` column for column,
+  ``application_id`` 0. What v4 has no column for (a header's ``origin``,
+  ``delegationDepth`` and unknown keys; an event's unknown envelope keys) is kept in two side
+  tables, ``dsh_sessions`` and ``dsh_events``, created in the same transaction the first time
+  a session needs them and tied to their rows by foreign keys with ``ON DELETE CASCADE``.
+  Upstream's v4 opens such a file, reads and writes its two tables as always and never looks
+  at the side tables (its ``openDatabase`` checks only ``user_version``); its own deletes
+  (a torn tail on load) cascade into them, so no side row outlives its event.
+- **1004** with ``application_id`` 0x44534859 (``"DSHY"``): dsh-py's former default,
+  upstream's v4 tables plus the columns for what v4 has no place for. Still opened and
+  written; created only when asked for (``Layout.DSH``); ``dsh-sessions convert`` turns it
+  into a v4 file with nothing lost (see the README, "Layouts").
 
 Everything in :func:`inspect_file` is read-only by construction: the SQLite header is read
 from the raw bytes, and the schema through an ``immutable=1`` read-only connection, which
@@ -41,7 +46,9 @@ __all__ = [
     "create_private",
     "inspect_file",
     "readonly_connection",
+    "has_side_tables",
     "schema_sql",
+    "side_table_sql",
     "stamp_if_fresh",
     "version_error",
 ]
@@ -62,9 +69,9 @@ class Layout(Enum):
     """Which of the two table layouts a store file has (or is to be created with)."""
 
     V4 = "v4"
-    """Upstream's schema version 4, exactly."""
+    """Upstream's schema version 4, exactly; what it has no column for in side tables."""
     DSH = "dsh"
-    """dsh-py's layout (version 1004): lossless for every header and envelope key."""
+    """dsh-py's former layout (version 1004): the same fields in extra columns."""
 
     @property
     def version(self) -> int:
@@ -114,6 +121,42 @@ _V4_COLUMNS = {
     ),
 }
 _DSH_EXTRA_COLUMNS = {"sessions": ("origin", "delegation_depth", "extra"), "events": ("extra",)}
+
+
+# The side tables of a version-4 file: what v4 has no column for, keyed by the row it belongs
+# to. Foreign keys with ON DELETE CASCADE (upstream and this store both run foreign_keys=ON)
+# remove a side row with its session or event, whoever deletes it.
+_SIDE_SESSIONS = """CREATE TABLE IF NOT EXISTS dsh_sessions (
+    session_id       TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    origin           TEXT,
+    delegation_depth INTEGER,
+    extra            TEXT
+) STRICT"""
+_SIDE_EVENTS = """CREATE TABLE IF NOT EXISTS dsh_events (
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    extra      TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    FOREIGN KEY (session_id, seq) REFERENCES events(session_id, seq) ON DELETE CASCADE
+) STRICT"""
+_SIDE_COLUMNS = {
+    "dsh_sessions": {"session_id", "origin", "delegation_depth", "extra"},
+    "dsh_events": {"session_id", "seq", "extra"},
+}
+
+
+def side_table_sql() -> list[str]:
+    """The ``CREATE TABLE IF NOT EXISTS`` statements of a version-4 file's side tables."""
+    return [_SIDE_SESSIONS, _SIDE_EVENTS]
+
+
+def has_side_tables(connection: sqlite3.Connection) -> bool:
+    """Whether the database holds both side tables (:func:`inspect_file` refuses one alone)."""
+    row = connection.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+        "AND name IN ('dsh_sessions', 'dsh_events')"
+    ).fetchone()
+    return int(row[0]) == len(_SIDE_COLUMNS)
 
 
 def schema_sql(layout: Layout) -> list[str]:
@@ -284,6 +327,21 @@ def _check_columns(path: Path, layout: Layout, tables: dict[str, set[str]]) -> N
                 f"{path}: table {table} has columns {', '.join(sorted(surplus))} that schema "
                 f"version {layout.version} does not define; nothing was written"
             )
+    present = sorted(name for name in _SIDE_COLUMNS if name in tables)
+    if layout is Layout.V4 and present:
+        absent_side = sorted(set(_SIDE_COLUMNS) - set(present))
+        if absent_side:
+            raise StoreCorruptError(
+                f"{path} has the side table {present[0]} but not {absent_side[0]} (they are "
+                f"created together); nothing was written"
+            )
+        for name, expected_side in _SIDE_COLUMNS.items():
+            if tables[name] != expected_side:
+                raise StoreCorruptError(
+                    f"{path}: side table {name} has the columns "
+                    f"{', '.join(sorted(tables[name]))}, not "
+                    f"{', '.join(sorted(expected_side))}; nothing was written"
+                )
 
 
 HEAD_SCHEMA_VERSION = 17

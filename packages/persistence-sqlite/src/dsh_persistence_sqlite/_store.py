@@ -40,16 +40,24 @@ from dsh_core import (
     render_log,
 )
 from dsh_persistence_sqlite._rows import (
-    check_representable,
-    event_columns,
     event_row,
+    event_side_rows,
     events_from_cursor,
-    header_columns,
+    events_select,
     header_from_row,
     header_row,
+    header_select,
+    header_side_row,
     locate_undecodable,
 )
-from dsh_persistence_sqlite._schema import Layout, create_private, inspect_file, stamp_if_fresh
+from dsh_persistence_sqlite._schema import (
+    Layout,
+    create_private,
+    has_side_tables,
+    inspect_file,
+    side_table_sql,
+    stamp_if_fresh,
+)
 
 __all__ = ["SqliteSessionStore"]
 
@@ -66,6 +74,8 @@ _INSERT_SESSION = {
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ),
 }
+_INSERT_SIDE_SESSION = "INSERT INTO dsh_sessions VALUES (?, ?, ?, ?)"
+_INSERT_SIDE_EVENT = "INSERT INTO dsh_events VALUES (?, ?, ?)"
 _CORRUPT_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
 # How the sqlite3 module reports a TEXT value that is not UTF-8.
 _UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
@@ -87,15 +97,15 @@ class _SqliteWriter:
         if not events:
             return
         layout = self._store.layout
-        if layout is Layout.V4:
-            check_representable(self._store.path, None, events)
         rows = [event_row(self._id, event, layout) for event in events]
+        side = event_side_rows(self._id, events) if layout is Layout.V4 else []
         with self._store._transaction() as connection:
             last = connection.execute(
                 "SELECT max(seq) FROM events WHERE session_id = ?", (self._id,)
             ).fetchone()[0]
             check_batch(f"session {self._id}", events, 0 if last is None else int(last) + 1)
             connection.executemany(_INSERT_EVENT[layout], rows)
+            self._store._write_side(connection, None, side)
 
     def close(self) -> None:
         if self._lock is not None:
@@ -104,18 +114,17 @@ class _SqliteWriter:
 
 
 class SqliteSessionStore:
-    """Session logs in one SQLite database: upstream's schema version 4 exactly, or
-    dsh-py's layout (version 1004), which adds the columns v4 has no place for.
+    """Session logs in one SQLite database: upstream's schema version 4 exactly (what v4 has
+    no column for kept in side tables, see ``_schema``), or dsh-py's former layout 1004.
 
     Opening never writes to a file it does not recognise: an absent or empty file becomes a
     new store (mode 0600) of ``layout``, a version-4 or version-1004 store is used as it is
-    (whatever ``layout`` says), and anything else is refused with its bytes untouched. A v4
-    store refuses a header or event carrying a field v4 has no column for
-    (:class:`UnrepresentableError`) rather than dropping it.
+    (whatever ``layout`` says), and anything else is refused with its bytes untouched. Both
+    layouts keep every header and envelope field.
 
     Args:
         path: the database file (created, with its parent directories, when absent).
-        layout: the layout of a fresh file; dsh-py's by default, which is lossless.
+        layout: the layout of a fresh file; upstream's v4 by default.
 
     Raises:
         StoreVersionError: another schema version, or another application's database.
@@ -124,7 +133,7 @@ class SqliteSessionStore:
             open it.
     """
 
-    def __init__(self, path: Path, layout: Layout = Layout.DSH) -> None:
+    def __init__(self, path: Path, layout: Layout = Layout.V4) -> None:
         self.path = Path(path)
         self.layout = layout
         self._source = str(self.path)
@@ -171,12 +180,11 @@ class SqliteSessionStore:
         except BaseException:
             connection.close()
             raise
-        self._header_columns = header_columns(self.layout)
-        self._select_events = (
-            f"SELECT {event_columns(self.layout)}, {_json_valid_expression(connection)} "
-            "FROM events WHERE session_id = ? ORDER BY seq"
-        )
+        self._valid = _json_valid_expression(connection)
+        self._side_tables = False
+        self._select_header = self._select_events = ""
         self._connection: sqlite3.Connection | None = connection
+        self._selects(connection)
 
     # --- SessionStore protocol --------------------------------------------------------------
 
@@ -188,8 +196,8 @@ class SqliteSessionStore:
         """
         header = prepare_header(options)
         seed = [event.with_seq(index) for index, event in enumerate(options.seed)]
-        if self.layout is Layout.V4:
-            check_representable(self.path, header, seed)
+        rows = [event_row(header.id, event, self.layout) for event in seed]
+        side = self._side_rows(header, seed)
         if self._exists(header.id):
             raise SessionExistsError(f"session {header.id} already exists in {self.path}")
         try:
@@ -208,10 +216,8 @@ class SqliteSessionStore:
                     raise SessionExistsError(
                         f"session {header.id} already exists in {self.path}"
                     ) from None
-                connection.executemany(
-                    _INSERT_EVENT[self.layout],
-                    [event_row(header.id, event, self.layout) for event in seed],
-                )
+                connection.executemany(_INSERT_EVENT[self.layout], rows)
+                self._write_side(connection, *side)
         except BaseException:
             lock.release()
             raise
@@ -262,7 +268,9 @@ class SqliteSessionStore:
             LogFormatError: a ``sessions`` row is damaged.
         """
         with self._mutex, self._guard():
-            rows = self._conn().execute(f"SELECT {self._header_columns} FROM sessions").fetchall()
+            connection = self._conn()
+            self._selects(connection)
+            rows = connection.execute(self._select_header).fetchall()
         headers = [header_from_row(row, self._source) for row in rows]
         headers.sort(key=lambda header: (header.created_at, header.id))
         return headers
@@ -284,14 +292,12 @@ class SqliteSessionStore:
         Raises:
             SessionExistsError: the id is taken; nothing is written.
             SeqError: the events do not run 0, 1, 2…
-            UnrepresentableError: a v4 store, and the log carries what v4 cannot hold.
         """
         header = log.header
         self._check_id(header.id)
-        if self.layout is Layout.V4:
-            check_representable(self.path, header, log.events)
         check_batch(f"session {header.id}", log.events, 0)
         rows = [event_row(header.id, event, self.layout) for event in log.events]
+        side = self._side_rows(header, log.events)
         with self._transaction() as connection:
             try:
                 connection.execute(_INSERT_SESSION[self.layout], header_row(header, self.layout))
@@ -300,6 +306,7 @@ class SqliteSessionStore:
                     f"session {header.id} already exists in {self.path}"
                 ) from None
             connection.executemany(_INSERT_EVENT[self.layout], rows)
+            self._write_side(connection, *side)
 
     def export_jsonl(self, session_id: str) -> str:
         """The stored log as DSH JSONL text (:func:`dsh_core.render_log`), rows exactly as
@@ -369,6 +376,44 @@ class SqliteSessionStore:
                 raise
             connection.execute("COMMIT")
 
+    def _selects(self, connection: sqlite3.Connection) -> None:
+        """The load queries of this file's layout; a v4 file's side tables may have been
+        created since (by this store or another process), so their absence is looked up again
+        until they exist (a v4 file that never needs them costs one small query per read)."""
+        if self._select_header and (self.layout is not Layout.V4 or self._side_tables):
+            return
+        if self.layout is Layout.V4:
+            self._side_tables = has_side_tables(connection)
+        self._select_header = header_select(self.layout, self._side_tables)
+        self._select_events = events_select(self.layout, self._side_tables, self._valid)
+
+    def _side_rows(
+        self, header: SessionHeader, events: Sequence[Event]
+    ) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
+        """A v4 file's side rows for a header and its events (none for the 1004 layout,
+        whose own columns hold those fields)."""
+        if self.layout is not Layout.V4:
+            return None, []
+        return header_side_row(header), event_side_rows(header.id, events)
+
+    def _write_side(
+        self,
+        connection: sqlite3.Connection,
+        side_header: tuple[Any, ...] | None,
+        side_events: list[tuple[Any, ...]],
+    ) -> None:
+        """Inside the write transaction: the side rows, creating the side tables first if
+        this is the first time the file needs them (so a file that never does keeps
+        upstream's two tables only)."""
+        if side_header is None and not side_events:
+            return
+        if not self._side_tables:
+            for statement in side_table_sql():
+                connection.execute(statement)
+        if side_header is not None:
+            connection.execute(_INSERT_SIDE_SESSION, side_header)
+        connection.executemany(_INSERT_SIDE_EVENT, side_events)
+
     def _acquire(self, session_id: str) -> WriterLock:
         path = self._locks_dir / _lock_name(session_id)
         try:
@@ -429,8 +474,9 @@ class SqliteSessionStore:
             # One read transaction: the header and the events come from the same snapshot.
             connection.execute("BEGIN")
             try:
+                self._selects(connection)
                 header_data: tuple[Any, ...] | None = connection.execute(
-                    f"SELECT {self._header_columns} FROM sessions WHERE id = ?", (session_id,)
+                    f"{self._select_header} WHERE s.id = ?", (session_id,)
                 ).fetchone()
                 if header_data is None:
                     raise self._not_found(session_id)
@@ -455,7 +501,7 @@ def _json_valid_expression(connection: sqlite3.Connection) -> str:
         connection.execute("SELECT json_valid('{}')")
     except sqlite3.OperationalError:
         return "0"
-    return "json_valid(data)"
+    return "json_valid(e.data)"
 
 
 def _lock_name(session_id: str) -> str:

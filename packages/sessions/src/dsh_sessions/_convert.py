@@ -1,5 +1,6 @@
 """Writing the logs of a source into a new store: dsh-py's JSONL (a root or one file) or SQLite
-(dsh-py's layout 1004, or upstream's v4 exactly).
+(upstream's v4 exactly, what v4 has no column for in dsh-py's side tables; or dsh-py's former
+layout 1004).
 
 Everything is read and validated before the first byte is written, and a target that exists
 is never written into: a conversion either produces the whole new store or leaves nothing.
@@ -27,9 +28,12 @@ class Target(enum.Enum):
     JSONL = "jsonl"
     """dsh-py's JSONL: ``DST/<id>.jsonl`` per session, or the one file ``DST`` (``.jsonl``)."""
     SQLITE = "sqlite"
-    """SQLite in dsh-py's layout (schema version 1004): every field kept."""
+    """SQLite in upstream's schema version 4 (side tables for what v4 has no column for):
+    every field kept, and upstream's v4 opens the file."""
     SQLITE_V4 = "sqlite-v4"
-    """SQLite in upstream's schema version 4 exactly: refused for a log v4 cannot hold."""
+    """The same as ``sqlite`` (the name of the v4 target before v4 became the default)."""
+    SQLITE_1004 = "sqlite-1004"
+    """SQLite in dsh-py's former layout, schema version 1004."""
 
 
 def target_for(dst: Path) -> Target:
@@ -51,14 +55,12 @@ def convert(source: Source, dst: Path, target: Target, *, expand_packed: bool = 
         FileExistsError: ``dst`` (or a log file inside it) exists; nothing is written.
         ValueError: two logs share an id, or several logs go to one ``.jsonl`` file.
         LogFormatError / StoreVersionError / …: a source log is damaged or unreadable.
-        UnrepresentableError: ``sqlite-v4`` and a log carries what v4 cannot hold (``dst`` is
-            removed again).
     """
     logs = read_unique(source)
     if target is Target.JSONL:
         _write_jsonl(logs, dst, expand_packed)
     else:
-        _write_sqlite(logs, dst, Layout.V4 if target is Target.SQLITE_V4 else Layout.DSH)
+        _write_sqlite(logs, dst, Layout.DSH if target is Target.SQLITE_1004 else Layout.V4)
     return len(logs)
 
 

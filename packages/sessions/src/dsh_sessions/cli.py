@@ -3,7 +3,7 @@
     dsh-sessions ls PATH
     dsh-sessions show PATH ID [--expand-packed]
     dsh-sessions check PATH
-    dsh-sessions convert SRC DST [--to jsonl|sqlite|sqlite-v4] [--expand-packed]
+    dsh-sessions convert SRC DST [--to jsonl|sqlite|sqlite-v4|sqlite-1004] [--expand-packed]
 
 PATH, SRC and DST may also name a sessions root in a server store: postgres:ROOT (the server
 from DSH_POSTGRES_DSN or the PG* variables; ROOT is the agent's sessions root).

@@ -4,7 +4,9 @@
 names the environment variable through which it takes its model base URL (the gate points it
 at a ``dsh-llm-proxy``); ``agent_env`` sets fixed variables it needs (a placeholder key its SDK
 insists on). Two placeholders are expanded in the command: ``{python}`` (the interpreter running
-the gate) and ``{scenario}`` (the scenario folder); any other ``{…}`` is refused.
+the gate) and ``{scenario}`` (the scenario folder); any other ``{…}`` is refused. In
+``agent_env``'s values ``{base_url}`` becomes the proxy's base URL (for an agent whose endpoint
+sits inside a larger setting, such as a JSON list of providers).
 
 These are only the field types and their checks; running such an agent is
 :mod:`dsh_snapshot._foreign`.
@@ -18,6 +20,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 __all__ = [
+    "BASE_URL",
     "DEFAULT_BASE_URL_ENV",
     "PLACEHOLDERS",
     "AgentArgv",
@@ -28,6 +31,8 @@ __all__ = [
 ]
 
 DEFAULT_BASE_URL_ENV = "OPENAI_BASE_URL"
+BASE_URL = "{base_url}"
+"""Replaced by the proxy's base URL in ``agent_env``'s values."""
 PLACEHOLDERS = ("{python}", "{scenario}")
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")

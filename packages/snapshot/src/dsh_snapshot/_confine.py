@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from dsh_llm_replay import OverrideError, load_override
@@ -30,6 +31,7 @@ __all__ = [
     "ConfinementError",
     "check_scenario_links",
     "check_step_paths",
+    "checkout_roots",
     "copy_workspace",
     "inside",
 ]
@@ -163,3 +165,22 @@ def _check_in_cwd(root: Path, value: str, file: Path, location: str) -> None:
         raise ConfinementError(
             file, location, f"{value!r} resolves to {real}, outside the run's working directory"
         )
+
+
+def checkout_roots(paths: Iterable[Path]) -> list[str]:
+    """The git checkouts ``paths`` lie in (the nearest folder above each holding ``.git``),
+    for the sandbox to hide: a checkout keeps ``.env`` (the README puts the key there) and
+    ``.git`` (a CI checkout's persisted token), which no command of a run may read. ``/`` and
+    the home folder itself are never listed (too wide to hide; their secrets are hidden one by
+    one)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    found: list[str] = []
+    for path in paths:
+        here = Path(os.path.realpath(path))
+        for folder in (here, *here.parents):
+            if os.path.lexists(folder / ".git"):
+                text = str(folder)
+                if text not in ("/", home) and text not in found:
+                    found.append(text)
+                break
+    return found

@@ -14,6 +14,10 @@ comparison agree on those:
 - ``unordered_updates:`` — ``session/update`` kinds (``available_commands_update``) whose
   position among the frames does not matter: they are compared as a set, collected after the
   other frames in one canonical order;
+- ``ignore_updates:`` — ``session/update`` kinds left out of the comparison altogether: a
+  notification an agent sends on its own schedule (Qwen Code's ``available_commands_update``
+  arrives after the last answer on some runs, before the agent exits on others, not at all
+  when it exits first);
 - ``clock:`` — a fixed start time for the agent process (libfaketime from Debian's
   ``faketime`` package, ``TZ=UTC``): a date the agent writes into its prompt stays the recorded one.
 """
@@ -41,6 +45,7 @@ __all__ = [
     "faketime_library",
     "ignore_fields",
     "order_free",
+    "without_updates",
     "patterns",
 ]
 
@@ -99,6 +104,7 @@ class Determinism(BaseModel):
     scrub: tuple[Scrubber, ...] = ()
     ignore_fields: tuple[FieldPath, ...] = ()
     unordered_updates: tuple[UpdateKind, ...] = ()
+    ignore_updates: tuple[UpdateKind, ...] = ()
     clock: FixedClock | None = None
 
 
@@ -147,6 +153,12 @@ def _update_kind(frame: Any) -> str | None:
     update = cast(dict[str, Any], params).get("update") if isinstance(params, dict) else None
     kind = cast(dict[str, Any], update).get("sessionUpdate") if isinstance(update, dict) else None
     return kind if isinstance(kind, str) else None
+
+
+def without_updates(frames: Sequence[Any], kinds: Sequence[str]) -> list[Any]:
+    """``frames`` without the ``session/update`` notifications of the given kinds."""
+    wanted = set(kinds)
+    return [f for f in frames if not wanted or _update_kind(f) not in wanted]
 
 
 def order_free(frames: Sequence[Any], kinds: Sequence[str]) -> list[Any]:

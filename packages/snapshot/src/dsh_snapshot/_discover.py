@@ -53,9 +53,21 @@ def scenario_root(path: Path) -> Path:
 
     ``replay snapshots/sdk/x/input.json`` means the scenario ``snapshots/sdk/x``.
 
+    A path that is, or passes through, a symbolic link below the working directory is refused:
+    the user names ``snapshots``, but the checkout decides what ``snapshots`` is, and a link
+    there would make ``refresh`` write into another tree (or walk ``/``).
+
     Raises:
-        ScenarioError: the path does not exist, or is a file outside any scenario folder.
+        ScenarioError: the path does not exist, is or passes through such a link, or is a file
+            outside any scenario folder.
     """
+    if (link := _link_on_the_way(path)) is not None:
+        raise ScenarioError(
+            link,
+            None,
+            f"a symbolic link (to {os.readlink(link)}); the gate never follows a link into "
+            "the scenario tree: name the real folder",
+        )
     if path.is_dir():
         return path.resolve()
     if path.is_file() and (path.parent / ScenarioFiles.INPUT).is_file():
@@ -65,6 +77,25 @@ def scenario_root(path: Path) -> Path:
             path, None, f"a file outside any scenario folder (no {ScenarioFiles.INPUT})"
         )
     raise ScenarioError(path, None, "no such scenario folder")
+
+
+def _link_on_the_way(path: Path) -> Path | None:
+    """The first link among ``path``'s components inside the working directory, if any.
+
+    Components above the working directory (``/tmp`` on macOS, a home on another disk) are the
+    machine's, not the checkout's, and are taken as they are.
+    """
+    here = Path.cwd()
+    full = path if path.is_absolute() else here / path
+    if full.is_relative_to(here):
+        parts, walked = full.relative_to(here).parts, here
+    else:
+        parts, walked = (full.name,), full.parent
+    for part in parts:
+        walked = walked / part
+        if walked.is_symlink():
+            return walked
+    return None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ at that route:
   ``model.script.json``) with a placeholder key.
 - ``record``: the proxy records against the live API with the key held by the gate's proxy
   only; the agent gets a base URL and never a key.
+- ``record-accept`` (``--keep-answers``): keyless; the run's route records against a second
+  route that replays the committed recording and answers a changed request (a new prompt,
+  system prompt, tools) with the recorded answer instead of refusing it. The new requests are
+  written with the old answers: a request-side change accepted without asking the model.
 
 The recorded proxy root is read back through the proxy's own ``recorded_logs`` (core's log
 reader over whichever store it holds) and becomes the scenario's session fixtures, ordered as
@@ -34,7 +38,7 @@ import urllib.parse
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -52,12 +56,21 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import ProxyHub, ProxyRoute, Scrub, open_store, recorded_logs, shared_hub
+from dsh_llm_proxy import Scrub, open_store, recorded_logs
 from dsh_snapshot._agent import AgentError, ScenarioAgent
-from dsh_snapshot._agentspec import DEFAULT_BASE_URL_ENV, AgentArgv, EnvName, check_base_url_env
+from dsh_snapshot._agentspec import (
+    BASE_URL,
+    DEFAULT_BASE_URL_ENV,
+    AgentArgv,
+    EnvName,
+    check_base_url_env,
+)
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
+
+if TYPE_CHECKING:
+    from dsh_llm_proxy import ProxyHub, ProxyRoute
 
 __all__ = [
     "ForeignAgent",
@@ -68,6 +81,7 @@ __all__ = [
     "check_not_recorded_with_override",
     "foreign_model",
     "normalised_ids",
+    "private_paths",
     "recording_logs",
     "stage_recording",
 ]
@@ -124,9 +138,12 @@ class ForeignAgent:
         """The agent's whole environment, by allow-list: ``PATH``, ``LANG``, ``LANGUAGE``,
         ``LC_*``, ``TERM``, ``TZ`` of the caller (nothing else of it: no credential of any
         provider or CI), the private ``home`` and ``tmp``, then ``env`` (checked when
-        ``snapshot.yml`` was read) and the base URL."""
+        ``snapshot.yml`` was read) with ``{base_url}`` in its values replaced by the base URL,
+        and the base URL. (An agent configured by one JSON variable, such as Mistral Vibe's
+        ``VIBE_PROVIDERS``, takes the proxy's URL inside it.)"""
         env = tool_environment(home, tmp)
-        return env | dict(self.env) | {self.base_url_env: base_url}
+        own = {name: value.replace(BASE_URL, base_url) for name, value in self.env.items()}
+        return env | own | {self.base_url_env: base_url}
 
 
 def _validated(kind: Any, value: object, where: str) -> Any:
@@ -215,6 +232,8 @@ class ForeignModel:
     sandbox: ToolSandbox = field(default_factory=ToolSandbox)
     confined: list[ConfinedCommand] = field(default_factory=list[ConfinedCommand])
     """The agents started (their relays are closed when the run ends)."""
+    cwd: Path | None = None
+    """The run's cwd: the private paths as seen from it are normalised too."""
 
     @property
     def base_url(self) -> str:
@@ -262,8 +281,8 @@ class ForeignModel:
     @property
     def literals(self) -> dict[str, str]:
         """The run's private home and temp dir and their placeholders (the cwd is the
-        normaliser's own)."""
-        return {str(self.sandbox.home): HOME, str(self.sandbox.tmp): TMP}
+        normaliser's own), absolute and relative to the cwd (see :func:`private_paths`)."""
+        return private_paths(self.sandbox, self.cwd)
 
     def logs(self) -> list[SessionLog]:
         """The run's session logs: the committed fixtures in replay (the proxy writes none),
@@ -272,6 +291,22 @@ class ForeignModel:
             files = self.scenario.session_files
             return [read_log_text(p.read_text(encoding="utf-8"), str(p)) for p in files]
         return recording_logs(self.root)
+
+
+def private_paths(sandbox: ToolSandbox, cwd: Path | None) -> dict[str, str]:
+    """The run's private home and temp dir → ``{{home}}`` / ``{{tmp}}``: each absolute, and
+    as the cwd reaches it (``../dsh-tool-x1y2/home``), which is how an agent that shows paths
+    relative to its workspace names them (Qwen Code's "Context from: ../…/.qwen/…"). The
+    relative form holds the random folder name, so it is as run-specific as the absolute one;
+    in replay, putting back the longer absolute path first gives the live answer a path that
+    works from anywhere."""
+    paths = {str(sandbox.home): HOME, str(sandbox.tmp): TMP}
+    if cwd is not None:
+        for value, placeholder in list(paths.items()):
+            relative = os.path.relpath(value, cwd)
+            if relative.startswith(".."):
+                paths[relative] = placeholder
+    return paths
 
 
 def normalised_ids(session_ids: Sequence[str]) -> list[str]:
@@ -291,13 +326,18 @@ def foreign_model(
     api_key: str | None,
     timeout: float,
     cwd: Path | None = None,
+    hide: Sequence[str] = (),
+    keep_answers: bool = False,
 ) -> Generator[ForeignModel, None, None]:
     """Start the proxy for a foreign agent's run; in replay, write its consumption report to
-    ``tmp/replay-report.json`` when the block ends (the runner checks it as ours).
+    ``tmp/replay-report.json`` when the block ends (the runner checks it as ours); with
+    ``keep_answers``, record against the committed recording (see the module docstring) and
+    write the request changes answered anyway to ``tmp/accepted.json``.
 
     Raises:
         AgentError: no key for a live recording; no ``model.script.json`` for a scripted one;
-            the proxy did not start.
+            the proxy did not start; the new requests did not use the recorded answers
+            exactly (more, fewer or other calls: those need the model).
     """
     check_not_recorded_with_override(scenario)
     root = tmp / "proxy-root"
@@ -305,7 +345,10 @@ def foreign_model(
     # The agent's command comes from the scenario (untrusted, SECURITY.md): it runs in the
     # bash tool's sandbox, reaching only the proxy.
     mode = "strict" if os.environ.get("CI") == "true" else "warn"
-    sandbox = ToolSandbox(SandboxSettings(sandbox=mode, sandbox_network="deny"), root=tmp)
+    settings = SandboxSettings(
+        sandbox=mode, sandbox_network="deny", sandbox_hide=os.pathsep.join(hide)
+    )
+    sandbox = ToolSandbox(settings, root=tmp)
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
@@ -314,7 +357,10 @@ def foreign_model(
             # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
             provider = live_provider()
             key = api_key
-            if scripted:
+            if keep_answers:
+                kept = _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
+                upstream, key = stack.enter_context(kept), "kept"
+            elif scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
             else:
                 upstream = live_upstream(provider)
@@ -324,12 +370,20 @@ def foreign_model(
                 )
             route = _hub().record(root, upstream=upstream, api_key=key, store=store)
         stack.enter_context(route)
-        model = ForeignModel(agent, scenario, route, root, replaying, sandbox)
+        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd)
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
             report = route.report().as_json()
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def shared_hub() -> ProxyHub:
+    """:func:`dsh_llm_proxy.shared_hub`, imported on the first foreign run: the server stack
+    (uvicorn, starlette, httpx: ~0.1 CPU-s) is no part of a gate that runs none."""
+    from dsh_llm_proxy import shared_hub as start  # noqa: PLC0415 - see above
+
+    return start()
 
 
 def _hub() -> ProxyHub:
@@ -344,14 +398,37 @@ def _scrub(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> Scrub:
     """The replaying route's literals and scrubbers: the run's paths become the placeholders
     the recording holds (and are put back into its answers), then the scenario's own
     scrubbers, on both sides of each request comparison."""
-    paths = {HOME: str(sandbox.home), TMP: str(sandbox.tmp)}
+    paths = [(name, value) for value, name in private_paths(sandbox, cwd).items()]
     if cwd is not None:
-        paths[CWD] = str(cwd)
+        paths.append((CWD, str(cwd)))
     scrubbers = scenario.meta.scrub if scenario.meta is not None else ()
     try:
-        return Scrub.build(list(paths.items()), [(s.placeholder, s.pattern) for s in scrubbers])
+        return Scrub.build(paths, [(s.placeholder, s.pattern) for s in scrubbers])
     except ValueError as exc:
         raise AgentError(f"{scenario.path}: dsh-llm-proxy: {exc}") from None
+
+
+@contextlib.contextmanager
+def _kept_answers(
+    scenario: Scenario, store: str, tmp: Path, scrub: Scrub
+) -> Generator[str, None, None]:
+    """A route replaying the committed recording that answers changed requests anyway
+    (``accept_drift``); yields its base URL, the recording route's upstream. When the block
+    ends, the recording must have been consumed exactly: a run that asked more, fewer or
+    other calls than were recorded has no recorded answer to keep."""
+    root = tmp / "proxy-recorded"
+    root.mkdir()
+    stage_recording(scenario.session_files, root, store)
+    with _hub().replay(root, scrub=scrub, accept_drift=True) as route:
+        yield route.base_url
+        problems, accepted = list(route.report().problems), route.accepted()
+    if problems:
+        raise AgentError(
+            f"the recorded answers do not fit the new requests ({problems[0]}): they need "
+            f"the model; record again: dsh-snapshot record --scripted {scenario.path} "
+            f"({ScenarioFiles.SCRIPT}) or dsh-snapshot record {scenario.path} (live)"
+        )
+    (tmp / "accepted.json").write_text(json.dumps(accepted), encoding="utf-8")
 
 
 @contextlib.contextmanager

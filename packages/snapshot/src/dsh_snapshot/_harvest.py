@@ -27,7 +27,13 @@ from dsh_core import (
     read_log_file,
 )
 from dsh_core.plugins import store_backend
-from dsh_snapshot._determinism import Determinism, ignore_fields, order_free, patterns
+from dsh_snapshot._determinism import (
+    Determinism,
+    ignore_fields,
+    order_free,
+    patterns,
+    without_updates,
+)
 from dsh_snapshot._scenario import Scenario
 
 __all__ = ["FileCache", "expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
@@ -76,7 +82,8 @@ def normalized_outputs(
     (no ``snapshot.yml``) by upstream's flat one (see :mod:`dsh_core._normalize`); then the
     scenario's own rules (:mod:`dsh_snapshot._determinism`): ``literals`` (the run's home and
     temp dir → their placeholders) and ``scrub:`` in the text, ``ignore_fields:`` and
-    ``unordered_updates:`` in the structure. The expected side goes through the same."""
+    ``unordered_updates:`` / ``ignore_updates:`` in the structure. The expected side goes
+    through the same."""
     rules = scenario.meta.determinism if scenario.meta is not None else Determinism()
     norm = log_normalizer(
         logs,
@@ -88,7 +95,8 @@ def normalized_outputs(
     )
     out_logs = [ignore_fields(normalize_log(log, norm), rules.ignore_fields) for log in logs]
     out_frames = ignore_fields(normalize_frames(frames, norm), rules.ignore_fields)
-    return out_logs, order_free(out_frames, rules.unordered_updates)
+    kept = without_updates(out_frames, rules.ignore_updates)
+    return out_logs, order_free(kept, rules.unordered_updates)
 
 
 _T = TypeVar("_T")

@@ -28,7 +28,7 @@ from dsh_core import ScenarioFiles
 from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
-from dsh_snapshot._detect import detectors
+from dsh_snapshot._detect import screened
 from dsh_snapshot._keyscan_rules import not_a_secret
 from dsh_snapshot._scancache import cache_key, lookup, store
 from dsh_snapshot._scenario import AllowEntry
@@ -123,7 +123,8 @@ def _hits(view: str, literals: Sequence[tuple[str, str]]) -> Iterator[tuple[str,
         for match in pattern.finditer(view):
             if not not_a_secret(match.group(0)):
                 yield kind, match.group(0)
-    for kind, find in detectors():
+    screen, every, rest = screened()
+    for kind, find in every if screen is None or screen.search(view) is not None else rest:
         for value in find(view):
             if not not_a_secret(value):
                 yield kind, value

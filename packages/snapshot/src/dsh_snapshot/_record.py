@@ -131,6 +131,8 @@ def record_all(
 def _recording(result: ScenarioResult) -> str:
     if result.scenario.authored:
         return "authored"
+    if result.mode == "record-accept":
+        return f"{result.scenario.meta.recording if result.scenario.meta else 'live'}, kept"
     return "scripted" if result.mode == "record-scripted" else "live"
 
 
@@ -193,4 +195,16 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
             )
             for failure in r.failures:
                 console.print(f"  - {failure}", highlight=False, markup=False)
+        elif r.mode == "record-accept":
+            # Plainly: the new requests are committed with answers nobody asked them.
+            changed = len(r.accepted)
+            console.print(
+                f"{r.scenario.name}: the new requests are recorded with the recorded answers: "
+                f"the model was NOT asked again ({changed} changed request(s)"
+                + (f"; first: {r.accepted[0]}" if changed else "")
+                + ")",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     console.print(summary_line(one.result for one in runs), highlight=False)

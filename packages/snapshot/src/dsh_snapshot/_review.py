@@ -43,6 +43,7 @@ from dsh_snapshot._pending import (
 )
 from dsh_snapshot._publish import DirtyRecordingError
 from dsh_snapshot._runner import write_fixtures
+from dsh_snapshot._safeout import safe_console
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._tree import TreeError
 from dsh_snapshot._treeload import find_recordings
@@ -89,8 +90,10 @@ def _rerecord(scenario: Scenario) -> str:
     """Why accept cannot change a foreign agent's model calls, and what does."""
     return (
         "a scenario with agent: replays the model calls dsh-llm-proxy recorded "
-        "(session*.jsonl) as committed, so neither replay nor accept changes them; to change "
-        "what the agent asks or what the model answers, record it again: dsh-snapshot record "
+        "(session*.jsonl) as committed, so neither replay nor accept changes them; to take "
+        "what the agent now asks (its prompt, system prompt, tools) and keep the recorded "
+        f"answers without asking the model: dsh-snapshot record --keep-answers {scenario.path}; "
+        "to change what the model answers, record it again: dsh-snapshot record "
         f"--scripted {scenario.path} (answers from {ScenarioFiles.SCRIPT}) or dsh-snapshot record "
         f"{scenario.path} (live)"
     )
@@ -258,7 +261,7 @@ def review_command(
 
     The console defaults to the terminal's own width, which decides side by side or unified.
     """
-    console = console or Console()
+    console = console or safe_console()
     found: list[tuple[Scenario, list[Pending]]] = []
     ok = True
     for scenario in scenarios:

@@ -7,6 +7,7 @@ The same run serves every mode. ``replay`` compares and writes nothing; ``refres
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -36,6 +37,7 @@ from dsh_snapshot._confine import (
     ConfinementError,
     check_scenario_links,
     check_step_paths,
+    checkout_roots,
     copy_workspace,
 )
 from dsh_snapshot._determinism import clock_command
@@ -110,6 +112,8 @@ class ScenarioResult:
     missed: list[str] = field(default_factory=list[str])
     attempts: int = 1
     header_note: str = ""
+    accepted: list[str] = field(default_factory=list[str])
+    """``record-accept``: the request changes that kept their recorded answers."""
 
     @property
     def persistence(self) -> str:
@@ -430,12 +434,15 @@ def _run(
             and scenario.meta.bash_network
             and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
         )
+        hidden = checkout_roots([scenario.path, Path.cwd()])
         sandbox_mode: Literal["strict", "warn"] = (
             "strict" if os.environ.get("CI") == "true" else "warn"
         )
         env |= {
             "DSH_SANDBOX": sandbox_mode,
             "DSH_SANDBOX_NETWORK": "allow" if network else "deny",
+            # The checkout the scenario (and the gate) are in: its .env and .git are hidden.
+            "DSH_SANDBOX_HIDE": os.pathsep.join(hidden),
         }
         # The warm agent confines itself after its fork: a replay's model is a file, so it
         # gets no network at all; a server store must still be reached (TCP or its socket).
@@ -460,7 +467,15 @@ def _run(
                         api_key=settings.key,
                         timeout=settings.timeout,
                         cwd=cwd,
+                        keep_answers=settings.mode == "record-accept",
+                        hide=hidden,
                     )
+                )
+            elif settings.mode == "record-accept":
+                raise AgentError(
+                    "--keep-answers records a foreign agent's (agent:) new requests with its "
+                    "recorded answers; our agent's scenarios are recorded again (record "
+                    "--scripted or record)"
                 )
             elif replay is not None:
                 # a live recording's drift check asks for the settings it was made with
@@ -515,6 +530,8 @@ def _run(
             finally:
                 agent.kill()
         exit_failure = f"the agent exited with code {code}; stderr: {agent.stderr_tail(1500)}"
+        if (accepted := tmp / "accepted.json").is_file():
+            result.accepted = [str(a) for a in json.loads(accepted.read_text(encoding="utf-8"))]
         # Each harvested log is parsed once: ordering, names and normalising share it.
         if model is not None:
             parsed, agent_ids = model.logs(), normalised_ids(agent.session_ids)

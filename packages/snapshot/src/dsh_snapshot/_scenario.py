@@ -155,6 +155,8 @@ class SnapshotMeta(BaseModel):
     """Key chains of output whose values are not compared (``_meta.durationMs``)."""
     unordered_updates: tuple[UpdateKind, ...] = ()
     """``session/update`` kinds compared without their position."""
+    ignore_updates: tuple[UpdateKind, ...] = ()
+    """``session/update`` kinds not compared at all (sent on the agent's own schedule)."""
     clock: FixedClock | None = None
     """A fixed start time for the agent process (``faketime``), ``2026-01-15T09:00:00``."""
 
@@ -165,6 +167,7 @@ class SnapshotMeta(BaseModel):
             scrub=self.scrub,
             ignore_fields=self.ignore_fields,
             unordered_updates=self.unordered_updates,
+            ignore_updates=self.ignore_updates,
             clock=self.clock,
         )
 

@@ -16,7 +16,7 @@ from dsh_snapshot._foreign import ForeignAgent
 
 __all__ = ["Check", "Mode", "SnapshotSettings"]
 
-Mode = Literal["replay", "refresh", "record", "record-scripted"]
+Mode = Literal["replay", "refresh", "record", "record-scripted", "record-accept"]
 Check = Literal["fixtures", "messages"]
 
 
@@ -34,7 +34,8 @@ class SnapshotSettings(BaseModel):
         names: ``-k``: only scenarios whose ``profile/name`` contains one of these,
             case-insensitive (empty: all).
         mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record``
-            (live API, rewrite outputs) or ``record-scripted`` (scripted model server).
+            (live API, rewrite outputs), ``record-scripted`` (scripted model server) or
+            ``record-accept`` (a foreign agent's new requests with its recorded answers).
         stores: the store backends (``dsh.stores`` plugin names) each scenario runs
             with, unless its ``snapshot.yml`` pins one; default: every installed embedded
             backend (``dsh_core.plugins.default_store_backend_names``). The

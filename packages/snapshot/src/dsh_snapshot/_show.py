@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dsh_core import DshError
+from dsh_snapshot._safeout import safe_console
 from dsh_snapshot._tree import (
     ModelCall,
     SessionNode,
@@ -278,7 +279,7 @@ def run_show(paths: Sequence[Path], html: Path | None, out: TextIO | None = None
                 print(f"dsh-snapshot show: {exc}", file=sys.stderr)
                 status = 2
     terminal = stream.isatty()
-    console = Console(file=stream, highlight=False) if terminal else None
+    console = safe_console(file=stream, highlight=False) if terminal else None
     for index, tree in enumerate(trees):
         lines = tree_lines(tree)
         if index:

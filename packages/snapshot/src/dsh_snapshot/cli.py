@@ -37,7 +37,7 @@ from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
-from dsh_snapshot._safeout import safe_output
+from dsh_snapshot._safeout import safe_console, safe_output
 from dsh_snapshot._scaffold import add_new_parser, mark_scripted, run_new
 from dsh_snapshot._scenario import Scenario, ScenarioError
 from dsh_snapshot._settings import SnapshotSettings
@@ -177,11 +177,19 @@ def _parser() -> argparse.ArgumentParser:
             for old in _OLD_STORE_OPTIONS:
                 cmd.add_argument(old, type=_stores, default=None, help=argparse.SUPPRESS)
         if name == "record":
-            cmd.add_argument(
+            how = cmd.add_mutually_exclusive_group()
+            how.add_argument(
                 "--scripted",
                 action="store_true",
                 help="keyless: record against the scripted model server "
                 "(model.script.json) and mark the scenario 'scripted'",
+            )
+            how.add_argument(
+                "--keep-answers",
+                action="store_true",
+                help="keyless, for a scenario with agent:: record the agent's new requests "
+                "(a changed prompt, system prompt or tools) with the recorded answers, "
+                "which are NOT asked again; fails when the run needs other calls",
             )
             cmd.add_argument(
                 "--retries",
@@ -318,6 +326,8 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         fields["mode"] = "refresh"
     elif command == "record":
         fields["mode"] = "record-scripted" if cast(bool, args.scripted) else "record"
+        if cast(bool, args.keep_answers):
+            fields["mode"] = "record-accept"
         retries = cast(int | None, args.retries)
         fields["retries"] = RecordSettings().retries if retries is None else retries
     return SnapshotSettings(**fields)
@@ -336,7 +346,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     args.foreign_agent = agent_from_arguments(parser, args)
-    console = Console(width=max(Console().width, 160))
+    console = safe_console(width=max(Console().width, 160))
     command: str = args.command
     if command == "new":
         return run_new(cast(str, args.name), cast(Path, args.dir))

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["ScenarioFolder", "ScenarioItem"]
+__all__ = ["ScenarioFolder", "ScenarioItem", "ScenarioTree"]
 
 _MODES = ("replay", "refresh", "record")
 
@@ -70,22 +70,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    # A scenario tree arrives in a pull request: a conftest.py anywhere in it would be
-    # imported into this process, unconfined, during collection (red team F9). The gate needs
-    # none, so with --dsh-snapshots none is ever loaded (as --noconftest).
-    namespace = early_config.known_args_namespace
-    if getattr(namespace, "dsh_snapshots", False):
-        namespace.noconftest = True
+    # The scenario tree is data a pull request controls: a conftest.py planted anywhere in it
+    # would run in the gate, unsandboxed, the moment pytest collected its folder. A gate run
+    # therefore imports no conftest at all (the items need no fixtures).
+    if getattr(early_config.known_args_namespace, "dsh_snapshots", False):
+        early_config.known_args_namespace.noconftest = True
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not parent.config.getoption("dsh_snapshots"):
         return None
-    from dsh_core import ScenarioFiles  # noqa: PLC0415 - keep the plugin inert and cheap
-
-    if ScenarioFiles(path).input.is_file():
-        return ScenarioFolder.from_parent(parent, path=path)  # pyright: ignore[reportUnknownMemberType]
-    return None
+    tree = parent.config.pluginmanager.get_plugin(_TREE)
+    assert isinstance(tree, _ScenarioRoots)  # registered with --dsh-snapshots
+    return tree.collector(path, parent)
 
 
 def _inifile_in_the_tree(config: pytest.Config) -> Path | None:
@@ -113,6 +111,8 @@ def pytest_configure(config: pytest.Config) -> None:
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
+        roots = _ScenarioRoots(config)
+        config.pluginmanager.register(roots, _TREE)
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
         for old in _OLD_STORE_OPTIONS:
             if config.getoption(_dest(old)) is not None:
@@ -124,6 +124,81 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _WARM_POOL = "dsh-snapshot-warm"
+_TREE = "dsh-snapshot-tree"
+
+
+class _ScenarioRoots:
+    """The scenario roots of a gate run, and the one discovery the CLI uses below them.
+
+    pytest's own walk would import ``__init__.py``/``test_*.py`` files planted in the tree and
+    skip folders its ``norecursedirs`` names (``build``, ``venv``…) or that hold a
+    ``pyvenv.cfg``, so a failing scenario could pass here and fail the CLI. Below a root
+    every folder is collected by this plugin instead, from
+    :func:`~dsh_snapshot._discover.scenario_folders`: exactly the CLI's scenarios, nothing else.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        from dsh_snapshot._discover import scenario_root  # noqa: PLC0415 - keep the plugin inert and cheap
+        from dsh_snapshot._scenario import ScenarioError  # noqa: PLC0415 - ditto
+
+        here = config.invocation_params.dir
+        paths = [here / arg.split("::", 1)[0] for arg in config.args]
+        try:  # the CLI's refusals too: a root that is (or passes through) a planted link
+            self.roots = [scenario_root(p) for p in paths if p.is_dir()]
+        except ScenarioError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self._scenarios: set[Path] | None = None
+
+    def scenarios(self) -> set[Path]:
+        if self._scenarios is None:
+            from dsh_snapshot._discover import scenario_folders  # noqa: PLC0415 - keep the plugin inert and cheap
+
+            self._scenarios = {f.resolve() for root in self.roots for f in scenario_folders(root)}
+        return self._scenarios
+
+    def collector(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        """This plugin's collector for a folder at, below or on the way to a root (else None)."""
+        real = path.resolve()
+        rootpath = parent.config.rootpath.resolve()
+        if real in self.scenarios():
+            kind: type[pytest.Directory] = ScenarioFolder
+        elif any(real.is_relative_to(root) for root in self.roots):
+            kind = ScenarioTree
+        elif real != rootpath and any(root.is_relative_to(real) for root in self.roots):
+            kind = ScenarioTree  # a folder on the way down to a root
+        else:
+            return None  # not the gate's: pytest's own (the checkout itself is pruned to roots)
+        name, nodeid = _shown_names(path, parent)
+        return kind.from_parent(parent, path=path, name=name, nodeid=nodeid)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _shown_names(path: Path, parent: pytest.Collector) -> tuple[str, str | None]:
+    """A folder's node name and id with control characters escaped: pytest prints both raw."""
+    from dsh_snapshot._safeout import clean  # noqa: PLC0415 - keep the plugin inert and cheap
+
+    try:
+        nodeid = path.relative_to(parent.config.rootpath).as_posix()
+    except ValueError:
+        return clean(path.name), None  # outside the rootdir: pytest's own id
+    return clean(path.name), clean(nodeid)
+
+
+class ScenarioTree(pytest.Directory):
+    """A folder of the scenario tree with scenarios further down; its files are never read."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        tree = self.config.pluginmanager.get_plugin(_TREE)
+        assert isinstance(tree, _ScenarioRoots)  # registered with --dsh-snapshots
+        real = self.path.resolve()
+        below = {
+            s.relative_to(real).parts[0]
+            for s in tree.scenarios()
+            if s.is_relative_to(real) and s != real
+        }
+        for name in sorted(below):
+            node = tree.collector(self.path / name, self)
+            if node is not None:
+                yield node
 
 
 class _WarmPool:
@@ -213,11 +288,19 @@ class ScenarioFolder(pytest.Directory):
                 )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
-                name=f"{scenario.name}[{store}]",
+                # pytest prints item names raw (failure headers, the summary): a profile from
+                # snapshot.yml could retitle or clear the terminal (red team F12).
+                name=_shown_item(f"{scenario.name}[{store}]"),
                 scenario=scenario,
                 store=store,
                 mode=mode,
             )
+
+
+def _shown_item(name: str) -> str:
+    from dsh_snapshot._safeout import clean  # noqa: PLC0415 - keep the plugin inert and cheap
+
+    return clean(name)
 
 
 def _chosen_stores(config: pytest.Config) -> list[str]:

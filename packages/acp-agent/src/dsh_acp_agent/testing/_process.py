@@ -29,6 +29,12 @@ __all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "ag
 JsonObject = dict[str, Any]
 
 _WAIT_S = 120.0  # a safety net against a hung agent, not a timing assertion
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+"""The longest stdout line (one JSON-RPC frame) read from an agent; a longer one stops it."""
+MAX_STDOUT_BYTES = 512 * 1024 * 1024
+"""All an agent may write to stdout in one run; past it the agent is stopped."""
+STDERR_KEPT_BYTES = 256 * 1024
+"""How much of an agent's stderr is kept (the end of it): enough for any failure message."""
 
 
 class AgentProcessError(AssertionError):
@@ -116,7 +122,12 @@ class AgentProcess:
         self.frames: list[JsonObject] = []
         self.stray_lines: list[str] = []
         self.session_ids: list[str] = []
-        self._stderr: list[bytes] = []
+        # Bounded, whatever the agent writes: a foreign agent is untrusted, and its output
+        # must not grow this (gate) process without limit before --timeout ends the run.
+        self._stderr = bytearray()
+        self._stderr_dropped = 0
+        self._stdout_bytes = 0
+        self._stdout_cut: str | None = None
         self._methods: dict[int, str] = {}
         self._next_id = 0
         self._cursor = 0  # frames[:_cursor] have been waited past
@@ -256,6 +267,8 @@ class AgentProcess:
         self._readers[1].join(timeout=min(self.timeout, 5.0))
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=min(self.timeout, 5.0))
+        if self._stdout_cut is not None:
+            raise AgentProcessError(f"{self._stdout_cut}, while waiting for {waiting_for}")
         raise AgentProcessError(
             f"the agent closed stdout (exit code {self.process.poll()}) while waiting for "
             f"{waiting_for}; stderr: {self.stderr_tail()}"
@@ -355,8 +368,12 @@ class AgentProcess:
 
     @property
     def stderr(self) -> str:
-        """Everything the agent wrote to stderr so far."""
-        return b"".join(self._stderr).decode("utf-8", "replace")
+        """What the agent wrote to stderr so far: all of it, or its last
+        :data:`STDERR_KEPT_BYTES` after a note of how much was dropped."""
+        text = bytes(self._stderr).decode("utf-8", "replace")
+        if self._stderr_dropped:
+            return f"[{self._stderr_dropped} earlier bytes of stderr dropped]\n{text}"
+        return text
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters of stderr, stripped; ``(empty)`` when there are none."""
@@ -386,7 +403,13 @@ class AgentProcess:
         stdout = self.process.stdout
         assert stdout is not None
         with contextlib.suppress(OSError, ValueError):  # the pipe closed under us by kill()
-            for raw in stdout:
+            while raw := stdout.readline(MAX_FRAME_BYTES + 1):
+                self._stdout_bytes += len(raw)
+                if (cut := self._past_bounds(raw)) is not None:
+                    with self._arrived:
+                        self._stdout_cut = cut
+                    self.process.kill()  # nothing it says from here on is read
+                    break
                 line = raw.decode("utf-8", "replace")
                 frame = _as_frame(line)
                 with self._arrived:
@@ -401,6 +424,13 @@ class AgentProcess:
             self._eof = True
             self._arrived.notify_all()
 
+    def _past_bounds(self, raw: bytes) -> str | None:
+        if len(raw) > MAX_FRAME_BYTES:
+            return f"the agent wrote a stdout line over {MAX_FRAME_BYTES} bytes; it was stopped"
+        if self._stdout_bytes > MAX_STDOUT_BYTES:
+            return f"the agent wrote over {MAX_STDOUT_BYTES} bytes to stdout; it was stopped"
+        return None
+
     def _refuse(self, request_id: Any) -> None:
         error = {"code": -32601, "message": "method not found"}
         with contextlib.suppress(OSError, ValueError):  # stdin closed: nobody is waiting
@@ -409,9 +439,13 @@ class AgentProcess:
     def _read_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
+        read = getattr(stderr, "read1", stderr.read)  # whatever is there, never a whole line
         with contextlib.suppress(OSError, ValueError):
-            for raw in stderr:
-                self._stderr.append(raw)
+            while chunk := read(65536):
+                self._stderr += chunk
+                if (over := len(self._stderr) - STDERR_KEPT_BYTES) > 0:
+                    del self._stderr[:over]
+                    self._stderr_dropped += over
 
 
 def _as_frame(line: str) -> JsonObject | None:
