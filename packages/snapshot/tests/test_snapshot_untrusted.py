@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import pytest
 
-from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_provider
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import (
     META,
@@ -782,7 +782,8 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     box = Sandbox.create(tmp_path)
     world = World(box, "")
     _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
-    env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
+    live_key = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names[0]
+    env = {**os.environ, "HOME": str(box.home), live_key: box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
     assert box.leaks(run.stdout.encode()) == []
