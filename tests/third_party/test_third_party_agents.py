@@ -69,7 +69,9 @@ def _gate(*args: str, cwd: Path, wrapper: tuple[str, ...] = ()) -> tuple[int, st
 
 def _copy(name: str, tmp_path: Path) -> Path:
     folder = tmp_path / name
-    shutil.copytree(SCENARIOS / name, folder, ignore=shutil.ignore_patterns(".pending"))
+    shutil.copytree(
+        SCENARIOS / name, folder, symlinks=True, ignore=shutil.ignore_patterns(".pending")
+    )
     return folder
 
 

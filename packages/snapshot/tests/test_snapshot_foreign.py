@@ -480,6 +480,66 @@ def test_the_agent_option_keeps_the_scenarios_agent_env(tmp_path: Path) -> None:
     assert dict(chosen.env) == {"OPENAI_API_KEY": "placeholder", "OPENAI_MODEL": "m"}
 
 
+def test_new_foreign_scaffolds_a_scenario_that_records_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parent = tmp_path / "foreign"
+    assert (
+        main(["new", "mine", "--dir", str(parent), "--foreign", "{python} {scenario}/agent.py"])
+        == 0
+    )
+    folder = parent / "mine"
+    assert "dsh-snapshot record --scripted" in capsys.readouterr().out
+    assert (folder / ".gitignore").read_text() == ".pending/\n"
+    shutil.copy(EXAMPLE / "agent.py", folder / "agent.py")
+    scenario = load_scenario(folder)
+    assert scenario.meta is not None
+    assert scenario.meta.agent == ["{python}", "{scenario}/agent.py"]
+    assert scenario.meta.agent_env == {
+        "OPENAI_API_KEY": "placeholder",
+        "OPENAI_MODEL": "deepseek-flash",
+    }
+    recorded = run_scenario(scenario, SnapshotSettings(mode="record-scripted", timeout=60))
+    assert recorded.ok, recorded.failures
+    replayed = run_scenario(load_scenario(folder), SnapshotSettings(timeout=60), "jsonl")
+    assert replayed.ok, replayed.failures
+    # A bad agent command is refused before anything is written.
+    assert main(["new", "bad", "--dir", str(parent), "--foreign", '"unclosed']) == 2
+    assert "No closing quotation" in capsys.readouterr().err
+    assert not (parent / "bad").exists()
+
+
+def test_keep_answers_takes_a_changed_prompt_and_keeps_the_recorded_answer(
+    tmp_path: Path,
+) -> None:
+    folder = _unrecorded_copy(tmp_path)
+    assert run_scenario(load_scenario(folder), SnapshotSettings(mode="record-scripted")).ok
+    answers = (folder / "session.jsonl").read_text().count('"PO"')
+    steps = json.loads((folder / "input.json").read_text())
+    steps["steps"][-1]["text"] = "Reply with the word PONG, please."
+    (folder / "input.json").write_text(json.dumps(steps))
+    drifted = run_scenario(load_scenario(folder), SnapshotSettings(timeout=60), "jsonl")
+    assert not drifted.ok
+    assert "new messages differ" in drifted.failures[0]
+    kept = run_scenario(load_scenario(folder), SnapshotSettings(mode="record-accept", timeout=60))
+    assert kept.ok, kept.failures
+    assert len(kept.accepted) == 1
+    assert "please" in kept.accepted[0]
+    log = (folder / "session.jsonl").read_text()
+    assert "Reply with the word PONG, please." in log
+    assert log.count('"PO"') == answers  # the recorded answer, not a new one
+    replayed = run_scenario(load_scenario(folder), SnapshotSettings(timeout=60), "jsonl")
+    assert replayed.ok, replayed.failures
+    # A change that needs another call has no recorded answer to keep: nothing is written.
+    steps["steps"].append({"op": "prompt", "text": "And again."})
+    (folder / "input.json").write_text(json.dumps(steps))
+    before = log
+    more = run_scenario(load_scenario(folder), SnapshotSettings(mode="record-accept", timeout=60))
+    assert not more.ok
+    assert "more sessions than the recording" in more.failures[0]
+    assert (folder / "session.jsonl").read_text() == before
+
+
 def test_the_gate_loads_the_proxy_server_only_for_a_foreign_run() -> None:
     """One ``dsh-llm-proxy`` per gate process serves its foreign runs; a gate that runs none
     never imports the server stack (uvicorn, starlette, httpx: ~0.15 CPU-s of its start)."""

@@ -310,6 +310,21 @@ def _refresh_discovery(world: World, link: Callable[[World], Path | str]) -> lis
     return ["refresh", str(world.box.scenarios), "--jobs", "1", "--timeout", "30"]
 
 
+def _wide_tree(world: World) -> list[str]:
+    """A tree too large to walk within --timeout (2,000 folders, no scenario among them)."""
+    wide = world.box.scenarios / "wide"
+    for index in range(2000):
+        (wide / f"d{index:04}").mkdir(parents=True)
+    return ["replay", str(world.box.scenarios), "--jobs", "1", "--timeout", "0.001"]
+
+
+def _root_link(world: World) -> list[str]:
+    """The folder the user names (`snapshots`) is a link the pull request made, to another
+    project's scenarios (red team F15)."""
+    (world.box.scenarios / "snapshots").symlink_to(_outside_scenario(world).parent)
+    return ["refresh", "snapshots", "--jobs", "1", "--timeout", "30"]
+
+
 def _outside_scenario(world: World) -> Path:
     """A complete scenario folder outside the checkout (in the sentinel tree)."""
     folder = world.box.sentinel / "elsewhere"
@@ -530,6 +545,19 @@ CASES = [
         lambda w: _refresh_discovery(w, lambda _w: ".."),
         expect=("no scenarios",),
         code=1,
+    ),
+    Case(
+        "discovery-of-a-huge-tree-ends-within-the-timeout",
+        _wide_tree,
+        expect=("discovery did not finish within --timeout 0.001 s",),
+        code=2,
+    ),
+    Case(
+        "discovery-root-named-through-a-link-is-refused",
+        _root_link,
+        expect=("snapshots: a symbolic link (to", "name the real folder"),
+        code=2,
+        cwd="scenarios",
     ),
     Case(
         "readyfile-folder-swapped-for-a-link-at-run-time",

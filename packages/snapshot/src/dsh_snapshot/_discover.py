@@ -7,6 +7,7 @@ others still run.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,16 +15,31 @@ from pathlib import Path
 from dsh_core import ScenarioFiles
 from dsh_snapshot._scenario import Scenario, ScenarioError, load_scenario
 
-__all__ = ["BrokenScenario", "discover", "discover_each", "scenario_folders", "scenario_root"]
+__all__ = [
+    "BrokenScenario",
+    "DiscoveryTimeoutError",
+    "discover",
+    "discover_each",
+    "scenario_folders",
+    "scenario_root",
+]
 
 
-def scenario_folders(folder: Path) -> Iterator[Path]:
+class DiscoveryTimeoutError(ScenarioError):
+    """Discovery did not finish within ``--timeout`` (a tree too large, or built to be)."""
+
+
+def scenario_folders(folder: Path, deadline: float | None = None) -> Iterator[Path]:
     """Every folder holding ``input.json`` at or below ``folder`` (never inside one).
 
     A symlinked directory below ``folder`` is never entered: a checkout's ``snapshots/x ->
-    ~/`` must not make ``refresh`` write there, and a link to a parent must not loop. (The
-    folder the user names is taken as given.)
+    ~/`` must not make ``refresh`` write there, and a link to a parent must not loop.
+
+    Raises:
+        DiscoveryTimeoutError: ``deadline`` (``time.monotonic()``) passed before the walk ended.
     """
+    if deadline is not None and time.monotonic() > deadline:
+        raise DiscoveryTimeoutError(folder, None, "discovery did not finish within --timeout")
     if os.path.lexists(folder / ScenarioFiles.INPUT):
         yield folder
         return  # a scenario's workspace/ may hold anything; never look inside
@@ -33,7 +49,7 @@ def scenario_folders(folder: Path) -> Iterator[Path]:
         return
     for entry in entries:
         if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
-            yield from scenario_folders(Path(entry.path))
+            yield from scenario_folders(Path(entry.path), deadline)
 
 
 def discover(paths: Iterable[Path]) -> list[Scenario]:
@@ -116,15 +132,32 @@ class BrokenScenario:
         return f"{self.path.parent.name}/{self.path.name}"
 
 
-def discover_each(paths: Iterable[Path]) -> tuple[list[Scenario], list[BrokenScenario]]:
+def discover_each(
+    paths: Iterable[Path], timeout: float | None = None
+) -> tuple[list[Scenario], list[BrokenScenario]]:
     """Like :func:`discover`, but a malformed scenario folder is returned as its error instead of
     raised, so a batch can report it as one failed row and go on with the others.
 
+    Args:
+        paths: what to look in.
+        timeout: seconds the whole discovery (the walk and every ``snapshot.yml`` and
+            ``input.json`` read) may take; ``None``: no bound.
+
     Raises:
-        ScenarioError: a given path does not exist (nothing to run at all).
+        ScenarioError: a given path does not exist (nothing to run at all), or is reached
+            through a symbolic link.
+        DiscoveryTimeoutError: discovery took longer than ``timeout``.
     """
+    deadline = None if timeout is None else time.monotonic() + timeout
     seen: dict[Path, Scenario | BrokenScenario] = {}
-    for folder in [f for path in paths for f in scenario_folders(scenario_root(path))]:
+    late = f"discovery did not finish within --timeout {timeout:g} s" if timeout else ""
+    try:
+        folders = [f for path in paths for f in scenario_folders(scenario_root(path), deadline)]
+    except DiscoveryTimeoutError as exc:
+        raise DiscoveryTimeoutError(exc.path, None, late) from None
+    for folder in folders:
+        if deadline is not None and time.monotonic() > deadline:
+            raise DiscoveryTimeoutError(folder, None, late)
         if folder not in seen:
             try:
                 seen[folder] = load_scenario(folder)

@@ -40,9 +40,12 @@ def select(settings: SnapshotSettings) -> Selection:
     """Every scenario at or below ``settings.paths`` whose name matches ``settings.names``.
 
     Raises:
-        ScenarioError: a path does not exist (nothing to run at all).
+        ScenarioError: a path does not exist (nothing to run at all), is reached through a
+            link, or discovery took longer than ``settings.timeout``.
     """
-    scenarios, broken = discover_each(settings.paths)
+    # Bounded by --timeout like every wait of a run: a tree built to be walked for ever (or a
+    # huge one) ends the command with that error instead.
+    scenarios, broken = discover_each(settings.paths, timeout=settings.timeout)
     return Selection(
         [s for s in scenarios if _chosen(s.name, settings.names)],
         [b for b in broken if _chosen(b.name, settings.names)],

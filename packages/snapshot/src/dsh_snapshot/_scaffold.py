@@ -3,6 +3,12 @@
 It holds ``snapshot.yml`` (``recording: scripted``, ``loop: current``), an ``input.json`` that
 initializes, opens a session and sends one prompt, and a ``model.script.json`` answering that
 prompt with one text block, so ``dsh-snapshot record --scripted`` works on it at once.
+
+``--foreign CMD`` scaffolds a scenario of an ACP agent we did not write: ``snapshot.yml`` names
+the agent and its OpenAI-compatible settings (a placeholder key; the gate points
+``OPENAI_BASE_URL`` at ``dsh-llm-proxy``), lists the determinism settings to fill in as
+comments, and a ``.gitignore`` keeps the outputs of a failed replay (``.pending/``) out of the
+user's repository.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +24,7 @@ from typing import Any
 
 from dsh_core import LoopProfile, ScenarioFiles
 from dsh_snapshot._discover import scenario_folders
+from dsh_snapshot._foreign import ForeignAgent
 from dsh_snapshot._fsafe import ConfinedPathError, write_bytes, write_user_file
 from dsh_snapshot._scenario import ScenarioError, is_upstream_recording
 
@@ -51,8 +59,36 @@ def _script() -> dict[str, Any]:
     return {"sessions": [[{"chunks": text}]]}
 
 
-def scaffold_scenario(name: str, parent: Path) -> Path:
-    """Create ``parent/name`` as a new scenario; return the folder.
+def _foreign_meta(agent: ForeignAgent) -> str:
+    """``snapshot.yml`` of a foreign scenario: the agent, then what to fill in, commented."""
+    argv = json.dumps(list(agent.command))
+    return f"""version: 1
+profile: foreign
+persistence: default
+recording: scripted
+description: "One prompt to {shlex.join(agent.command)}, answered by the scripted model."
+agent: {argv}
+# The gate points this variable at dsh-llm-proxy; the key is a placeholder (never a real one).
+agent_base_url_env: {agent.base_url_env}
+agent_env:
+  OPENAI_API_KEY: "placeholder"
+  OPENAI_MODEL: "deepseek-flash"
+# After the first record, replay it twice; what differs between runs goes here:
+# scrub: [{{pattern: 'build-[0-9a-f]{{8}}', placeholder: '{{{{build}}}}'}}]   # regex -> placeholder
+# ignore_fields: ["_meta.durationMs"]                  # values not compared
+# unordered_updates: ["available_commands_update"]     # compared as a set
+# ignore_updates: ["available_commands_update"]        # not compared at all
+# clock: "2026-01-15T09:00:00"                         # the date in its prompt stays fixed
+expect:
+  - prompt: 1
+    message: "Hello"
+    end: completed
+"""
+
+
+def scaffold_scenario(name: str, parent: Path, foreign: ForeignAgent | None = None) -> Path:
+    """Create ``parent/name`` as a new scenario (of the agent ``foreign`` when given); return
+    the folder.
 
     Raises:
         ScenarioError: ``name`` is not a plain folder name, or the folder already exists.
@@ -69,6 +105,10 @@ def scaffold_scenario(name: str, parent: Path) -> Path:
         ScenarioFiles.INPUT: json.dumps({"steps": steps}, indent=1) + "\n",
         ScenarioFiles.SCRIPT: json.dumps(_script(), indent=1) + "\n",
     }
+    if foreign is not None:
+        files[ScenarioFiles.META] = _foreign_meta(foreign)
+        # A failed replay keeps its outputs in .pending/ for review: never to be committed.
+        files[".gitignore"] = ".pending/\n"
     try:
         for file, text in files.items():
             write_user_file(folder / file, text.encode("utf-8"))
@@ -102,16 +142,26 @@ def add_new_parser(sub: Any) -> None:
     cmd.add_argument(
         "--dir",
         type=Path,
-        default=Path("snapshots/sdk"),
-        help="the folder to create it in; its name is the profile (default snapshots/sdk)",
+        default=None,
+        help="the folder to create it in; its name is the profile (default snapshots/sdk, "
+        "with --foreign snapshots/foreign)",
+    )
+    cmd.add_argument(
+        "--foreign",
+        metavar="CMD",
+        default=None,
+        help="a scenario of this ACP agent (a shell-quoted command line, e.g. 'qwen --acp') "
+        "instead of ours, with a .gitignore for its .pending/ outputs",
     )
 
 
-def run_new(name: str, parent: Path) -> int:
+def run_new(name: str, parent: Path | None, foreign: str | None = None) -> int:
     """``dsh-snapshot new``: 0 when the folder was created, 2 when refused."""
     try:
-        folder = scaffold_scenario(name, parent)
-    except ScenarioError as exc:
+        agent = None if foreign is None else ForeignAgent.from_command_line(foreign)
+        default = Path("snapshots/foreign" if agent is not None else "snapshots/sdk")
+        folder = scaffold_scenario(name, parent or default, agent)
+    except (ScenarioError, ValueError) as exc:
         print(f"dsh-snapshot new: {exc}", file=sys.stderr)
         return 2
     print(

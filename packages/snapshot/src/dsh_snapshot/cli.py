@@ -349,7 +349,7 @@ def _main(argv: Sequence[str] | None) -> int:
     console = safe_console(width=max(Console().width, 160))
     command: str = args.command
     if command == "new":
-        return run_new(cast(str, args.name), cast(Path, args.dir))
+        return run_new(cast(str, args.name), cast(Path | None, args.dir), args.foreign)
     if command == "show":
         return run_show(cast(list[Path], args.paths), cast(Path | None, args.html))
     if command == "export":
