@@ -296,6 +296,17 @@ def _review_planted(world: World) -> list[str]:
     return ["review", *args[1:]]
 
 
+def _review_linked_child(world: World) -> list[str]:
+    """A committed child log that is a link to an outside credentials file: review compares
+    it with the pending outputs and must never print what it points to."""
+    args = _pending(lambda w: {})(world)
+    folder = world.box.scenarios / "sdk" / "pend"
+    (folder / "session.1.jsonl").symlink_to(world.box.sentinel / "secret.txt")
+    assert world.env is not None
+    world.env.setattr(sys, "stdin", io.StringIO("s\n"))
+    return ["review", *args[1:]]
+
+
 def _no_sgr_or_bidi(world: World) -> None:
     text = world.out + world.err
     assert "\x1b[8m" not in text
@@ -641,6 +652,11 @@ CASES = [
         lambda w: _replay(_bash_scenario(w, "printf '\\033]0;pwned\\007\\033[2J'")),
         code=1,
         check=_no_raw_escape,
+    ),
+    Case(
+        "pending-review-of-a-linked-committed-child",
+        _review_linked_child,
+        expect=("session.1.jsonl", "symlink"),
     ),
     Case(
         "terminal-sgr-and-bidi-from-a-command-are-inert",

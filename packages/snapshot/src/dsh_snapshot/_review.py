@@ -33,7 +33,9 @@ from rich.table import Table
 from rich.text import Text
 
 from dsh_core import ScenarioFiles, parse_jsonl
+from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._foreign import foreign_agent
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._pending import (
     Pending,
     PendingError,
@@ -106,8 +108,12 @@ def file_diffs(pending: Pending) -> list[FileDiff]:
     names = set(pending.files) | {p.name for p in folder.glob(ScenarioFiles.CHILD_GLOB)}
     out: list[FileDiff] = []
     for name in sorted(names, key=lambda n: (n.startswith("stdout"), len(n), n)):
-        path = folder / name
-        expected = path.read_text(encoding="utf-8") if path.is_file() else ""
+        # Through the one confined open: a committed fixture that is a link is an error
+        # naming it (ConfinedPathError), never the outside file it points to.
+        try:
+            expected = fsafe.read_text(folder, name)
+        except FileNotFoundError:
+            expected = ""
         actual = pending.files.get(name, "")
         if expected != actual:
             out.append(FileDiff(name, expected.splitlines(), actual.splitlines()))
@@ -319,21 +325,33 @@ def no_scenarios_message(command: str, paths: Sequence[Path]) -> str | None:
     )
 
 
+def _why_not_acceptable(pending: list[Pending]) -> str:
+    """``nothing to accept: …`` when the manifest says why, else empty."""
+    try:
+        _acceptable(pending)
+    except PendingError as exc:
+        return f"nothing to accept: {exc}"
+    return ""
+
+
 def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: bool) -> int:
     counts = {"accepted": 0, "rejected": 0, "skipped": 0}
     for index, (scenario, pending) in enumerate(found, 1):
-        console.print(_render(pending, console.width))
-        if not any(p.acceptable for p in pending):
-            # A replay that went wrong beyond its outputs: there is nothing to accept, so no
-            # question; it stays failed until the scenario is fixed (or re-recorded).
-            try:
-                _acceptable(pending)
-            except PendingError as exc:
+        why: str | None = None
+        try:
+            console.print(_render(pending, console.width))
+        except ConfinedPathError as exc:
+            # A committed fixture is a link: nothing of it is shown, nothing can be accepted.
+            why = f"not reviewable: {exc}"
+        else:
+            if not any(p.acceptable for p in pending):
+                # A replay that went wrong beyond its outputs: there is nothing to accept, so
+                # no question; it stays failed until the scenario is fixed (or re-recorded).
+                why = _why_not_acceptable(pending)
+        if why is not None:
+            if why:
                 console.print(
-                    f"{scenario.name}: nothing to accept: {exc}",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
+                    f"{scenario.name}: {why}", highlight=False, markup=False, soft_wrap=True
                 )
             counts["skipped"] += 1
             ok = False
