@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import pytest
 
-from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_provider
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import (
     META,
@@ -162,7 +162,7 @@ def _replay(folder: Path, *extra: str) -> list[str]:
     return [
         "replay",
         str(folder),
-        "--persistence",
+        "--store",
         "jsonl",
         "--jobs",
         "1",
@@ -226,7 +226,7 @@ def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False)
         (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
         body: dict[str, Any] = {
             "version": 1,
-            "persistence": "jsonl",
+            "store": "jsonl",
             "acceptable": True,
             "failures": ["planted"],
             "inputs": {},
@@ -460,7 +460,7 @@ def _listener_untouched(world: World) -> None:
 
 def _pinned_server_store(world: World) -> list[str]:
     folder = world.box.scenario("pinned")
-    pinned = META.replace("persistence: jsonl", "persistence: postgres")
+    pinned = META.replace("store: jsonl", "store: postgres")
     (folder / "snapshot.yml").write_text(pinned)
     assert world.env is not None
     # Where a server would be, were the gate to go there: a socket directory of our own.
@@ -689,7 +689,7 @@ CASES = [
     Case(
         "store-a-server-pinned-by-a-scenario-is-not-reached",
         _pinned_server_store,
-        expect=("pins the server store 'postgres'", "--persistence postgres", "not run"),
+        expect=("pins the server store 'postgres'", "--store postgres", "not run"),
         code=1,
     ),
     Case(
@@ -826,7 +826,8 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     box = Sandbox.create(tmp_path)
     world = World(box, "")
     _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
-    env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
+    live_key = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names[0]
+    env = {**os.environ, "HOME": str(box.home), live_key: box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
     assert box.leaks(run.stdout.encode()) == []

@@ -41,30 +41,30 @@ from dsh_snapshot._scenario import Scenario
 __all__ = ["FileCache", "expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
 
 
-def _harvest_texts(root: Path, persistence: str) -> list[str]:
-    backend = store_backend(persistence)
+def _harvest_texts(root: Path, store: str) -> list[str]:
+    backend = store_backend(store)
     return [backend.export_log(root, header.id) for header in backend.list_sessions(root)]
 
 
-def harvest_logs(root: Path, persistence: str) -> list[SessionLog]:
-    """Every session log the store backend ``persistence`` holds under a sessions root, each
+def harvest_logs(root: Path, store: str) -> list[SessionLog]:
+    """Every session log the store backend ``store`` holds under a sessions root, each
     parsed once, in :func:`harvest` order.
 
     Raises:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
-    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, persistence)]
+    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, store)]
     return creation_order(logs)
 
 
-def harvest(root: Path, persistence: str) -> list[str]:
-    """Every session log the store backend ``persistence`` holds under a sessions root: the
+def harvest(root: Path, store: str) -> list[str]:
+    """Every session log the store backend ``store`` holds under a sessions root: the
     primary first, then children in :func:`dsh_core.creation_order`.
 
     Raises:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
-    texts = _harvest_texts(root, persistence)
+    texts = _harvest_texts(root, store)
     logs = [read_log(text.splitlines(), str(root)) for text in texts]
     position = {id(log): index for index, log in enumerate(logs)}
     return [texts[position[id(log)]] for log in creation_order(logs)]

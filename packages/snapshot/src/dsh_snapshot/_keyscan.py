@@ -339,7 +339,7 @@ def scan_folder(
             out.append(KeyFinding(shown / rel, 0, target.kind, file=rel))
             continue
         for f in scan_file(target, rel, literals, base=folder.resolve()):
-            # A pending output (``.pending/<persistence>/session.jsonl``) is the fixture it
+            # A pending output (``.pending/<store>/session.jsonl``) is the fixture it
             # would become, so the fixture's reviewed false positives cover it too.
             pending = rel.split("/", 2)
             fixture = (

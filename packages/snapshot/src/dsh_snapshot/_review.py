@@ -172,7 +172,7 @@ def _render(pending: Sequence[Pending], width: int) -> RenderableType:
     head = Text()
     head.append(f"{first.scenario.name}", style="bold")
     head.append(f"  ({first.scenario.path})\n", style="dim")
-    head.append(f"failed replay ({', '.join(p.persistence for p in pending)}):\n")
+    head.append(f"failed replay ({', '.join(p.store for p in pending)}):\n")
     for failure in first.failures[:5]:
         head.append(f"  {failure}\n", style="yellow")
     if _foreign_command(first.scenario) is not None:
@@ -193,27 +193,27 @@ def _acceptable(pending: Sequence[Pending]) -> Pending:
         changed = stale_inputs(one)
         if changed:
             raise PendingError(
-                f"{', '.join(changed)} changed since the failing replay ({one.persistence}) "
+                f"{', '.join(changed)} changed since the failing replay ({one.store}) "
                 f"kept its outputs; replay again (dsh-snapshot replay {scenario.path}) and "
                 "review the new ones"
             )
         own = _foreign_command(scenario)
         if one.agent != own:
             raise PendingError(
-                f"the failing replay ({one.persistence}) ran {_who(one.agent)}, but the "
+                f"the failing replay ({one.store}) ran {_who(one.agent)}, but the "
                 f"scenario runs {_who(own)} (was --agent given?); accepting would commit "
                 "another agent's outputs as its own: replay it without --agent and review"
             )
         if not one.acceptable:
             remedy = _rerecord(scenario) if own else "fix it and replay again"
             raise PendingError(
-                f"the failing replay ({one.persistence}) went wrong beyond its outputs "
+                f"the failing replay ({one.store}) went wrong beyond its outputs "
                 f"({one.failures[0] if one.failures else 'no reason kept'}); accepting would "
                 f"hide that: {remedy}"
             )
         if one.files != first.files:
             raise PendingError(
-                f"the {first.persistence} and {one.persistence} runs produced different "
+                f"the {first.store} and {one.store} runs produced different "
                 "outputs; replay again and review"
             )
     return first
@@ -227,7 +227,7 @@ def accept_pending(scenario: Scenario) -> list[str]:
 
     Raises:
         PendingError: nothing is pending, or it cannot be accepted (stale, a broken run,
-            persistences that disagree).
+            stores that disagree).
         DirtyRecordingError: the key scan flagged the outputs; nothing was written.
     """
     chosen = _acceptable(load_pending(scenario))

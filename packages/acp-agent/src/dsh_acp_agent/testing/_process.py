@@ -490,10 +490,10 @@ class AgentRun:
 
     def log(self, session_id: str) -> SessionLog:
         """The stored log of ``session_id``, exported by the run's store backend."""
-        backend = store_backend(self.env.get("DSH_PERSISTENCE", DEFAULT_STORE_BACKEND))
+        backend = store_backend(self.env.get("DSH_STORE", DEFAULT_STORE_BACKEND))
         return read_log_text(backend.export_log(self.sessions_root, session_id), session_id)
 
     def logs(self) -> list[SessionLog]:
         """Every stored log, ordered by ``(createdAt, id)``."""
-        backend = store_backend(self.env.get("DSH_PERSISTENCE", DEFAULT_STORE_BACKEND))
+        backend = store_backend(self.env.get("DSH_STORE", DEFAULT_STORE_BACKEND))
         return [self.log(header.id) for header in backend.list_sessions(self.sessions_root)]
