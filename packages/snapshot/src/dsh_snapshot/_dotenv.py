@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 
+from dsh_core import host_which
 from dsh_core.plugins import ModelProvider, secret_env_names
 
 __all__ = ["DOTENV", "git_tracks", "key_destination", "load_keys"]
@@ -37,9 +38,14 @@ _MAX_DOTENV = 64 * 1024
 
 def git_tracks(path: Path) -> bool:
     """Whether the git work tree around ``path`` tracks it (no git, no repository: False)."""
+    # Absolute PATH entries only: with a relative one (`./node_modules/.bin`) a bare `git`
+    # would be found in the folder it runs in, which a pull request wrote.
+    git = host_which("git")
+    if git is None:
+        return False
     try:
         done = subprocess.run(
-            ["git", "ls-files", "--error-unmatch", "--", path.name],
+            [git, "ls-files", "--error-unmatch", "--", path.name],
             cwd=path.parent,
             capture_output=True,
             check=False,

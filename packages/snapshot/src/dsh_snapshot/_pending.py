@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import DshError, ScenarioFiles, dumps_line, loads_bounded
+from dsh_core import DshError, ScenarioFiles, dumps_line, host_which, loads_bounded
 from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._keyscan import scan_text
 from dsh_snapshot._scenario import Scenario
@@ -324,9 +324,14 @@ def pending_tracked(scenario: Scenario) -> bool:
     ones arrived with the checkout (a pull request's choice of outputs to accept) and are
     never read or written.
     """
+    # Absolute PATH entries only: with a relative one (`./node_modules/.bin`) a bare `git`
+    # would be found in the folder it runs in, which a pull request wrote.
+    git = host_which("git")
+    if git is None:
+        return False
     try:
         done = subprocess.run(
-            ["git", "ls-files", "-z", "--", ScenarioFiles.PENDING],
+            [git, "ls-files", "-z", "--", ScenarioFiles.PENDING],
             cwd=scenario.path,
             capture_output=True,
             check=False,
