@@ -28,7 +28,12 @@ from typing import Any, cast
 
 import pytest
 
-from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_core.plugins import (
+    DEFAULT_MODEL_PROVIDER,
+    env_prefix,
+    model_provider,
+    store_backend_names,
+)
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import (
     META,
@@ -38,6 +43,17 @@ from dsh_snapshot.testing import (
     session_log,
     tool_call,
     tree_state,
+)
+
+# the default provider's variables, named through the registry (the vendor stays in its package)
+_PREFIX = env_prefix(model_provider(DEFAULT_MODEL_PROVIDER))
+_KEY = f"{_PREFIX}API_KEY"
+# Where dsh-persistence-postgres is not installed (this package's own test environment), the
+# pinned server store is refused as unknown instead: not reached either way.
+_PINNED_SAYS = (
+    ("pins the server store 'postgres'", "--persistence postgres", "not run")
+    if "postgres" in store_backend_names()
+    else ("unknown store backend 'postgres'",)
 )
 
 _TIMEOUT = 30.0
@@ -116,10 +132,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.setenv(_KEY, box.key)
     monkeypatch.setenv("OPENAI_API_KEY", box.other_key)
     monkeypatch.setenv(_MARKER, marker)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv(f"{_PREFIX}BASE_URL", raising=False)
     monkeypatch.chdir(box.tmpdir)
     return World(box, marker, monkeypatch)
 
@@ -194,9 +210,9 @@ def _dotenv(tracked: bool, body: Callable[[World], str]) -> Callable[[World], li
         evil = ScriptedModelServer(cast(Any, [[said("ok")]]), profile=profile)
         world.notes["servers"] = (real.__enter__(), evil.__enter__())
         assert world.env is not None
-        world.env.setenv("DEEPSEEK_BASE_URL", real.base_url)
+        world.env.setenv(f"{_PREFIX}BASE_URL", real.base_url)
         # The session-scripted server routes by this header (the public API needs none).
-        world.env.setenv("DEEPSEEK_SEND_SESSION_ID", "true")
+        world.env.setenv(f"{_PREFIX}SEND_SESSION_ID", "true")
         world.notes["evil_url"] = evil.base_url
         (repo / ".env").write_text(body(world))
         if tracked:
@@ -462,7 +478,7 @@ def _checkout_read(world: World) -> list[str]:
     .env; a CI checkout keeps its token in .git/config) and turns it round, past any
     redaction by key shape (red team F3)."""
     repo = world.repo()
-    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".env").write_text(f"{_KEY}={world.box.outside_key}\n")
     (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
     command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
     return _replay(_bash_scenario(world, command))
@@ -492,15 +508,15 @@ CASES = [
     # --- 3: where the key may go ---------------------------------------------------------------
     Case(
         "dotenv-tracked-base-url",
-        _dotenv(True, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\n"),
-        expect=(".env ignored: git tracks it", "DEEPSEEK_API_KEY is sent to 127.0.0.1:"),
+        _dotenv(True, lambda w: f"{_PREFIX}BASE_URL={w.notes['evil_url']}\n"),
+        expect=(".env ignored: git tracks it", f"{_KEY} is sent to 127.0.0.1:"),
         check=_no_request_to_evil,
         cwd="scenarios",
     ),
     Case(
         "dotenv-untracked-base-url",
-        _dotenv(False, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\nDSH_X=1\n"),
-        expect=(".env: only API keys are read from it; ignored DEEPSEEK_BASE_URL, DSH_X",),
+        _dotenv(False, lambda w: f"{_PREFIX}BASE_URL={w.notes['evil_url']}\nDSH_X=1\n"),
+        expect=(f".env: only API keys are read from it; ignored {_PREFIX}BASE_URL, DSH_X",),
         check=_no_request_to_evil,
         cwd="scenarios",
     ),
@@ -673,7 +689,7 @@ CASES = [
     Case(
         "store-a-server-pinned-by-a-scenario-is-not-reached",
         _pinned_server_store,
-        expect=("pins the server store 'postgres'", "--persistence postgres", "not run"),
+        expect=_PINNED_SAYS,
         code=1,
     ),
     Case(
@@ -810,7 +826,7 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     box = Sandbox.create(tmp_path)
     world = World(box, "")
     _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
-    env = {**os.environ, "HOME": str(box.home), "DEEPSEEK_API_KEY": box.key}
+    env = {**os.environ, "HOME": str(box.home), _KEY: box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
     assert box.leaks(run.stdout.encode()) == []
