@@ -79,7 +79,7 @@ def gate(env: dict[str, str], tmp: Path, k: int) -> tuple[int, float, int]:
     for i in range(k):
         shutil.copytree(SCENARIO, folder / f"copy{i:03d}" / "foreign" / SCENARIO.name)
     command = str(Path(sys.executable).with_name("dsh-snapshot"))
-    argv = [command, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
+    argv = [command, "replay", str(folder), "--jobs", "2", "--store", "jsonl,sqlite"]
     data = tree(argv, env)
     shutil.rmtree(folder)
     return int(data["code"]), float(data["cpu"]), 2 * k

@@ -47,7 +47,7 @@ def gate_seconds(workers: int, compositions: str) -> tuple[float, int]:
             "no:cacheprovider",
             "-n",
             str(workers),
-            "--dsh-persistence",
+            "--dsh-store",
             compositions,
         ],
         cwd=ROOT,
@@ -101,7 +101,7 @@ def run(quick: bool) -> str:
         f"Worst scenario: **{worst:.2f}x** start-up (target <= {SCENARIO_TARGET:g}x: "
         f"{'met' if worst <= SCENARIO_TARGET else 'NOT met'}).",
         "",
-        f"Whole gate (`pytest --dsh-snapshots snapshots --dsh-persistence {compositions}`, best "
+        f"Whole gate (`pytest --dsh-snapshots snapshots --dsh-store {compositions}`, best "
         f"of {1 if quick else 2}, "
         f"{cores} cores): `-n 0` {serial:.1f} s (exit {serial_rc}), `-n 2` {parallel:.1f} s "
         f"(exit {parallel_rc}): speed-up **{speedup:.2f}x** (target >= {SPEEDUP_TARGET:g}x: "

@@ -7,7 +7,7 @@ grows by two messages per call):
 - **agent loop**: ``Agent.run_turn`` N times in-process against ``ScriptedModel`` with a real
   JSONL store (fsync per step included), process CPU per call;
 - **gate replay**: the scenario recorded keylessly (``dsh-snapshot record --scripted``), then
-  ``dsh-snapshot replay --jobs 1 --persistence jsonl`` in a wrapper that reports the CPU of the
+  ``dsh-snapshot replay --jobs 1 --store jsonl`` in a wrapper that reports the CPU of the
   whole process tree (gate, fork server, agent). *Per call* is the CPU above the 1-call
   scenario's, divided by the N - 1 extra calls, so the fixed start-up does not hide growth.
 
@@ -58,7 +58,7 @@ def scenario(folder: Path, n: int, copy: int = 0) -> Path:
     script = {"sessions": [[_reply(f"R{i}-{copy}") for i in range(n)]]}
     (target / "model.script.json").write_text(json.dumps(script, indent=1))
     (target / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\nloop: june\n"
+        "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\nloop: june\n"
         f'description: "{n} one-call prompts in one session"\n'
     )
     return target
@@ -93,7 +93,7 @@ def _children_cpu() -> float:
 def gate_cpu(gate: str, folder: Path, env: dict[str, str]) -> float:
     """CPU seconds of the whole process tree of one replay of the scenario in ``folder``
     (the gate is reaped here, and it reaped its fork server and agents: all counted)."""
-    argv = [gate, "replay", str(folder), "--jobs", "1", "--persistence", "jsonl"]
+    argv = [gate, "replay", str(folder), "--jobs", "1", "--store", "jsonl"]
     before = _children_cpu()
     code = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False).returncode
     if code != 0:
@@ -169,7 +169,7 @@ def run(quick: bool) -> str:
             "",
             "N one-call prompts in one session (the conversation grows two messages per call). "
             "*Agent loop*: `Agent.run_turn` N times in-process (ScriptedModel, JSONL store), "
-            "CPU per call. *Gate replay*: `dsh-snapshot replay --jobs 1 --persistence jsonl` "
+            "CPU per call. *Gate replay*: `dsh-snapshot replay --jobs 1 --store jsonl` "
             "of K copies of the keylessly recorded scenario, CPU of the whole process tree; its "
             "*per call* is the CPU above that of K copies of the 1-call scenario (same runs, "
             "same start-up) over the K·(N - 1) extra calls. Medians of "

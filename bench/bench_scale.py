@@ -170,14 +170,14 @@ def run(quick: bool) -> str:
         rows: list[tuple[str, int, int, TreeRun]] = []
         for k in ks:
             folder, scenarios = copies(tmp / f"k{k}", k)
-            argv = [gate, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
+            argv = [gate, "replay", str(folder), "--jobs", "2", "--store", "jsonl,sqlite"]
             rows.append(("warm", k, 2 * scenarios, tree(argv, env)))
             print(f"bench: scale K={k} warm: {rows[-1][3]} (load {_load()})", file=sys.stderr)
             if k == ks[0]:
                 rows.append(("cold", k, 2 * scenarios, tree([*argv, "--cold"], env)))
             shutil.rmtree(folder)
         folder, scenarios = copies(tmp / "foreign", 1, FOREIGN)
-        argv = [gate, "replay", str(folder), "--jobs", "2", "--persistence", "jsonl,sqlite"]
+        argv = [gate, "replay", str(folder), "--jobs", "2", "--store", "jsonl,sqlite"]
         rows.append(("foreign agent", 1, 2 * scenarios, tree(argv, env)))
         print(f"bench: scale foreign: {rows[-1][3]} (load {_load()})", file=sys.stderr)
     lines += [

@@ -77,7 +77,7 @@ def _env(cache: Path, sessions: Path) -> dict[str, str]:
         "PYTHONPYCACHEPREFIX": str(cache),
         "DSH_SESSIONS_ROOT": str(sessions),
         "DSH_MODEL_CLIENT": "replay",
-        "DSH_PERSISTENCE": "jsonl",
+        "DSH_STORE": "jsonl",
         "DSH_SNAPSHOT_FILE": str(RECORDING),
     }
     return env

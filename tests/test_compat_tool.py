@@ -66,13 +66,13 @@ def test_compat_replays_through_the_engine_and_prints_its_table(
     assert status == 0, out
     june, head = calls[0], calls[-1]
     assert june[1] == ["june/handshake", "june/text-turn"]
-    assert sorted(june[0].persistences) == sorted(default_store_backend_names())  # the default set
+    assert sorted(june[0].stores) == sorted(default_store_backend_names())  # the default set
     assert june[0].allowances is not None
     assert june[0].allowances.any
     assert (june[0].jobs, june[0].mode) == (2, "replay")
     assert head[0].check == "messages"
-    assert head[0].persistences == ("jsonl",)
-    assert f"reproduced ({', '.join(june[0].persistences)})" in out
+    assert head[0].stores == ("jsonl",)
+    assert f"reproduced ({', '.join(june[0].stores)})" in out
     assert "june: 2 scenarios: 2 replayed (2 identical)" in out
 
 

@@ -61,7 +61,7 @@ def test_the_store_settings_reach_the_agent_and_nothing_else_does(
 ) -> None:
     monkeypatch.setenv("PGCONNECT_TIMEOUT", "7")
     monkeypatch.setenv("DSH_SESSIONS_ROOT", "/the/callers/own")
-    env = agent_environment({"DSH_PERSISTENCE": "postgres"})
+    env = agent_environment({"DSH_STORE": "postgres"})
     assert env["DSH_POSTGRES_DSN"] == configured
     assert env["PGCONNECT_TIMEOUT"] == "7"
     assert "DSH_SESSIONS_ROOT" not in env  # every other DSH_* setting is still the run's own
@@ -75,7 +75,7 @@ def test_the_store_settings_reach_the_agent_and_nothing_else_does(
 def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
     scenario = load_scenario(FORK)
     # a server store runs only when the user asks for it
-    result = run_scenario(scenario, SnapshotSettings(persistences=("postgres",)), "postgres")
+    result = run_scenario(scenario, SnapshotSettings(stores=("postgres",)), "postgres")
     assert result.ok, result.failures
     # the parent and its fork child were harvested from the database, seed boundary and all
     assert result.sessions == len(scenario.session_files) == 2
@@ -88,7 +88,7 @@ def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
 def test_the_gate_cli_runs_postgres_when_named(configured: str, tmp_path: Path) -> None:
     gate = Path(sys.executable).with_name("dsh-snapshot")
     done = subprocess.run(
-        [gate, "replay", ROOT / "snapshots" / "sdk" / "text-turn", "--persistence", "postgres"],
+        [gate, "replay", ROOT / "snapshots" / "sdk" / "text-turn", "--store", "postgres"],
         capture_output=True,
         text=True,
         timeout=300,

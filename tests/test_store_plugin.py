@@ -67,7 +67,7 @@ def test_a_committed_scenario_replays_through_the_memory_backend() -> None:
 def test_the_cli_runs_the_memory_backend_by_name(tmp_path: Path) -> None:
     gate = Path(sys.executable).with_name("dsh-snapshot")
     done = subprocess.run(
-        [gate, "replay", ROOT / "snapshots" / "sdk" / "text-turn", "--persistence", "memory"],
+        [gate, "replay", ROOT / "snapshots" / "sdk" / "text-turn", "--store", "memory"],
         capture_output=True,
         text=True,
         timeout=300,

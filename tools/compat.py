@@ -128,8 +128,8 @@ def june_rows(folder: Path, jobs: int) -> list[Row]:
     for row, scenario in todo:
         mine = [r for r in results if r.scenario is scenario]
         row.ok = all(r.ok for r in mine)
-        failures = [f"{r.persistence}: {r.summary}" for r in mine if not r.ok]
-        backends = ", ".join(settings.persistences)
+        failures = [f"{r.store}: {r.summary}" for r in mine if not r.ok]
+        backends = ", ".join(settings.stores)
         row.result = f"reproduced ({backends})" if row.ok else "; ".join(failures)
     return rows
 
@@ -137,7 +137,7 @@ def june_rows(folder: Path, jobs: int) -> list[Row]:
 def head_rows(folder: Path, jobs: int) -> list[Row]:
     """Parse every head log; replay the eligible scenarios and compare what the client saw."""
     rows, todo = _loaded(folder, "head")
-    settings = SnapshotSettings(persistences=("jsonl",), check="messages", jobs=jobs)
+    settings = SnapshotSettings(stores=("jsonl",), check="messages", jobs=jobs)
     results = run(settings, [s for _, s in todo])
     for (row, _), result in zip(todo, results, strict=True):
         row.result = (

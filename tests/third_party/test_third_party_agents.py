@@ -78,7 +78,7 @@ def _copy(name: str, tmp_path: Path) -> Path:
 def _red(folder: Path, tmp_path: Path, drift: str) -> str:
     """Replay ``folder`` on one store: it must fail, the refused request as the headline (the
     first failure line), never the consequence ("made 1 of 2 recorded calls")."""
-    code, out, _ = _gate("replay", "--persistence", "jsonl", str(folder), cwd=tmp_path)
+    code, out, _ = _gate("replay", "--store", "jsonl", str(folder), cwd=tmp_path)
     assert code == 1, out
     assert "1 failed" in out, out
     failures = [line for line in out.splitlines() if line.lstrip().startswith("- ")]
@@ -161,5 +161,5 @@ def test_a_changed_prompt_is_accepted_keylessly_with_the_recorded_answers(
     assert code == 0, out
     assert "the model was NOT asked again (1 changed request(s)" in out, out
     assert "Nothing else." in (folder / "session.jsonl").read_text()
-    code, out, _ = _gate("replay", "--persistence", "jsonl", str(folder), cwd=tmp_path)
+    code, out, _ = _gate("replay", "--store", "jsonl", str(folder), cwd=tmp_path)
     assert code == 0, out

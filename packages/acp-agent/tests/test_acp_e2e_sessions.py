@@ -77,7 +77,7 @@ def test_acp_session_load_resumes(agent_run: AgentRun, model_server: ScriptedMod
 
 def test_acp_sqlite_persistence(agent_run: AgentRun, model_server: ScriptedModelServer) -> None:
     model_server.add_session([text_reply("STORED")])
-    with agent_run.start(DSH_PERSISTENCE="sqlite") as agent:
+    with agent_run.start(DSH_STORE="sqlite") as agent:
         agent.initialize()
         session_id = agent.new_session(agent_run.workspace)
         assert agent.prompt(session_id, "hi") == {"stopReason": "end_turn"}
@@ -132,7 +132,7 @@ def test_acp_replay_client_exit_codes(
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
-        ("DSH_PERSISTENCE", "xml"),
+        ("DSH_STORE", "xml"),
         ("DSH_MAX_STEPS", "0"),
         ("DSH_MODEL_CLIENT", "gpt"),
         ("DEEPSEEK_MAX_RETRIES", "many"),

@@ -12,11 +12,11 @@ from dsh_core import ALLOW_MODEL_REQUESTS_ENV
 def test_dsh_and_provider_variables_are_dropped_and_overrides_win(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("DSH_PERSISTENCE", "sqlite")
+    monkeypatch.setenv("DSH_STORE", "sqlite")
     monkeypatch.setenv("DEEPSEEK_API_KEY", "from-the-caller")
     monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
     env = agent_environment({"DSH_SESSIONS_ROOT": "/run/root"})
-    assert "DSH_PERSISTENCE" not in env
+    assert "DSH_STORE" not in env
     assert "DEEPSEEK_API_KEY" not in env
     assert env[ALLOW_MODEL_REQUESTS_ENV] == "0"
     assert env["DSH_SESSIONS_ROOT"] == "/run/root"

@@ -50,7 +50,7 @@ def _start(agent_run: AgentRun, **env: str) -> list[str]:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(
-    ("variable", "kind"), [("DSH_PERSISTENCE", "store backend"), ("DSH_MODEL_CLIENT", "model")]
+    ("variable", "kind"), [("DSH_STORE", "store backend"), ("DSH_MODEL_CLIENT", "model")]
 )
 def test_an_unknown_name_lists_the_installed_plugins(
     agent_run: AgentRun, variable: str, kind: str
@@ -65,7 +65,7 @@ def test_an_unknown_name_lists_the_installed_plugins(
 @pytest.mark.parametrize(
     ("variable", "name", "says"),
     [
-        ("DSH_PERSISTENCE", "crashing", "ImportError: needs a driver that is not installed"),
+        ("DSH_STORE", "crashing", "ImportError: needs a driver that is not installed"),
         ("DSH_MODEL_CLIENT", "not-a-provider", "not a model provider (ModelProvider)"),
     ],
 )

@@ -352,7 +352,7 @@ def test_a_hidden_checkout_is_unreadable_but_what_it_must_lend_stays(
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)
     (checkout / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic x\n")
-    (checkout / ".env").write_text("VENDOR_API_KEY=not-for-commands\n")
+    (checkout / ".env").write_text("API_KEY=not-for-commands\n")
     lent = checkout / ".venv"
     lent.mkdir()
     (lent / "tool.txt").write_text("lent\n")

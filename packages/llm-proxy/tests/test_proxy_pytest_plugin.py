@@ -49,7 +49,8 @@ def test_record_then_replay_then_fail_on_a_partial_replay(
         pytester.runpytest_inprocess("--llm-proxy-mode=once", "-p", "no:cacheprovider")
         upstream.assert_consumed()
     folder = pytester.path / "llm_recordings" / "test_agent" / "test_hello"
-    assert len(list(folder.glob("*.jsonl"))) == 1
+    # Named by its place in the recording, not a fresh UUID: a re-record keeps the names.
+    assert [p.name for p in folder.glob("*.jsonl")] == ["s0000.jsonl"]
 
     monkeypatch.delenv("DSH_PROXY_TEST_UPSTREAM_KEY")  # replay is keyless
     replayed = pytester.runpytest_inprocess("-p", "no:cacheprovider")
@@ -175,5 +176,6 @@ def test_accept_takes_a_changed_prompt_keylessly_and_keeps_the_recorded_answer(
     text = "".join(p.read_text() for p in folder.glob("*.jsonl"))
     assert "hello there" in text  # the new prompt…
     assert '"hello"' in text  # …and the old answer
+    assert sorted(before) == sorted(p.name for p in folder.iterdir())  # the same file names
     replayed = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     replayed.assert_outcomes(passed=1)

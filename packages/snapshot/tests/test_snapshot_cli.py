@@ -14,7 +14,7 @@ def _scenario(folder: Path, children: tuple[int, ...] = ()) -> Path:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
     (folder / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
+        "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\n"
     )
     header = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0}
     (folder / "session.jsonl").write_text(json.dumps(header) + "\n")
@@ -57,7 +57,7 @@ def test_unknown_store_backend_is_exit_2_listing_the_installed_ones(
 ) -> None:
     _scenario(tmp_path / "sdk" / "x")
     with pytest.raises(SystemExit) as stopped:
-        main(["replay", str(tmp_path), "--persistence", "no-such-store"])
+        main(["replay", str(tmp_path), "--store", "no-such-store"])
     assert stopped.value.code == 2
     error = capsys.readouterr().err
     assert "unknown store backend no-such-store; choose from " in error
@@ -65,13 +65,14 @@ def test_unknown_store_backend_is_exit_2_listing_the_installed_ones(
     assert "sqlite" in error
 
 
-def test_the_old_option_name_still_works_and_says_it_is_deprecated(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("option", ["--persistence", "--composition"])
+def test_the_old_option_names_still_work_and_say_they_are_deprecated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
 ) -> None:
     _scenario(tmp_path / "sdk" / "x")
-    main(["replay", str(tmp_path), "--composition", "sqlite", "--jobs", "1"])
+    main(["replay", str(tmp_path), option, "sqlite", "--jobs", "1"])
     captured = capsys.readouterr()
-    assert "--composition is deprecated, use --persistence" in captured.err
+    assert f"{option} is deprecated (removal in 0.3.0), use --store" in captured.err
     assert "1 scenarios (1 runs)" in captured.out  # the one backend it named, not every one
 
 

@@ -53,7 +53,7 @@ _EDGES = [
     Edge("timeout-nan", ("refresh", "{tmp}", "--timeout", "nan"), 2, ("at least",)),
     Edge("retries-negative", ("record", "{tmp}", "--retries", "-3"), 2, ("at least 0",)),
     Edge("max-age-word", ("list", "{tmp}", "--max-age", "old"), 2, ("whole number",)),
-    Edge("persistence", ("replay", "{tmp}", "--persistence", "pg"), 2, ("unknown store backend",)),
+    Edge("store", ("replay", "{tmp}", "--store", "pg"), 2, ("unknown store backend",)),
     Edge("old-option-name", ("replay", "{tmp}", "--composition", "pg"), 2, ("unknown store",)),
     Edge("missing-path", ("list", "{tmp}/nowhere"), 2, ("no such scenario folder",)),
     Edge("empty-list", ("list", "{tmp}"), 1, ("no scenarios",)),
@@ -75,14 +75,14 @@ _EDGES = [
     ),
     Edge(
         "malformed-in-replay-is-a-row-and-the-rest-runs",
-        ("replay", "{tmp}", "{good}", "--persistence", "jsonl", "--jobs", "1"),
+        ("replay", "{tmp}", "{good}", "--store", "jsonl", "--jobs", "1"),
         2,
         ("MALFORMED sdk/broken", "invalid JSON", "1 passed, 1 failed (1 malformed)"),
         layout=_BAD_JSON,
     ),
     Edge(
         "input-json-means-its-folder",
-        ("replay", "{good}/input.json", "--persistence", "jsonl"),
+        ("replay", "{good}/input.json", "--store", "jsonl"),
         0,
         ("1 scenarios (1 runs)", "1 passed, 0 failed"),
     ),
@@ -145,7 +145,7 @@ def test_scenario_fixture_is_a_real_scenario() -> None:
     [
         (("record", "--scripted"), "1 scenarios (1 runs), 1 sessions, 2 model calls made"),
         (("refresh",), "1 scenarios (1 runs), 1 sessions, 2 model calls replayed"),
-        (("replay", "--persistence", "jsonl"), "1 sessions, 2 model calls replayed: 1 passed"),
+        (("replay", "--store", "jsonl"), "1 sessions, 2 model calls replayed: 1 passed"),
     ],
     ids=["record-scripted", "refresh", "replay"],
 )

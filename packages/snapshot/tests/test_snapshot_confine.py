@@ -109,3 +109,46 @@ def test_checkout_roots_are_the_folders_holding_git(tmp_path: Path) -> None:
     (loose / "x").mkdir(parents=True)
     paths = [repo / "snapshots" / "sdk" / "a", repo, worktree, loose / "x"]
     assert checkout_roots(paths) == [str(repo.resolve()), str(worktree.resolve())]
+
+
+def _scenario_with(tmp_path: Path, name: str) -> Path:
+    """A minimal scenario whose fixture ``name`` is a link to a file outside it."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"secret": "outside the scenario"}\n')
+    folder = tmp_path / "sdk" / "x"
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
+    (folder / "snapshot.yml").write_text("version: 1\nprofile: sdk\nrecording: scripted\n")
+    (folder / "session.jsonl").write_text('{"type":"session","version":0,"id":"s","createdAt":0}\n')
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).symlink_to(outside)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["stdout.expected.jsonl", "session.jsonl"])
+def test_the_expected_fixtures_are_read_through_the_confined_open(
+    tmp_path: Path, name: str
+) -> None:
+    from dsh_snapshot._fsafe import ConfinedPathError  # noqa: PLC0415
+    from dsh_snapshot._harvest import expected_fixtures  # noqa: PLC0415
+
+    scenario = load_scenario(_scenario_with(tmp_path, name))
+    with pytest.raises(ConfinedPathError, match=f"{name}: a symlink"):
+        expected_fixtures(scenario)
+
+
+def test_the_key_scan_reads_through_the_confined_open(tmp_path: Path) -> None:
+    from dsh_snapshot._keyscan import scan_file  # noqa: PLC0415
+
+    # What the walk saw as a folder is a link by the time the file is opened: never followed.
+    root = tmp_path / "scenario"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "key.txt").write_text("a file outside\n")
+    (root / "sub").symlink_to(elsewhere)
+    findings = scan_file(root / "sub" / "key.txt", "sub/key.txt", base=root)
+    assert [f.kind for f in findings] == [
+        f"cannot be read for the key scan ({root / 'sub'}: a symlink (or not a "
+        "directory) on the way: it is never followed)"
+    ]

@@ -128,7 +128,7 @@ def test_a_worldly_agent_replays_green_then_red_on_a_changed_prompt_or_tool_answ
     assert replayed.ok, replayed.failures
 
     # A day later: the gate's whole process tree runs with the clock one day ahead.
-    command = [sys.executable, "-c", CLI, "replay", "--persistence", "sqlite", str(folder)]
+    command = [sys.executable, "-c", CLI, "replay", "--store", "sqlite", str(folder)]
     later = subprocess.run(
         ["faketime", "-f", "+1d", *command],
         capture_output=True,

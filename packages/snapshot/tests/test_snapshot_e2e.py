@@ -118,7 +118,7 @@ def test_cli_replay_prints_summary_and_fails_on_any_failure(
     _rewrite_line(bad / "stdout.expected.jsonl", 3, "HTTP 401", "HTTP 403")
     exe = Path(sys.executable).with_name("dsh-snapshot")
     proc = subprocess.run(
-        [str(exe), "replay", str(good), str(bad), "--persistence", "jsonl", "--jobs", "2"],
+        [str(exe), "replay", str(good), str(bad), "--store", "jsonl", "--jobs", "2"],
         capture_output=True,
         text=True,
         check=False,

@@ -50,8 +50,8 @@ def test_select_finds_scenarios_and_applies_the_k_filter_to_malformed_ones_too(
 def test_settings_refuse_bad_values_naming_the_field() -> None:
     with pytest.raises(ValidationError, match="jobs"):
         SnapshotSettings(jobs=0)
-    with pytest.raises(ValidationError, match="persistences"):
-        SnapshotSettings(persistences=())
+    with pytest.raises(ValidationError, match="stores"):
+        SnapshotSettings(stores=())
     with pytest.raises(ValidationError, match="mode"):
         SnapshotSettings.model_validate({"mode": "replay-everything"})
 
@@ -67,17 +67,17 @@ def test_run_pairs_scenarios_with_backends_and_writes_only_from_the_first(
 ) -> None:
     scenario = load_scenario(scenario_copy("text-turn"))
     both = ("jsonl", "sqlite")
-    replayed = run(SnapshotSettings(jobs=2, persistences=both), [scenario])
-    assert [(r.persistence, r.ok) for r in replayed] == [("jsonl", True), ("sqlite", True)]
-    refreshed = run(SnapshotSettings(mode="refresh", persistences=both), [scenario])
-    assert [(r.persistence, r.mode, r.ok) for r in refreshed] == [("jsonl", "refresh", True)]
+    replayed = run(SnapshotSettings(jobs=2, stores=both), [scenario])
+    assert [(r.store, r.ok) for r in replayed] == [("jsonl", True), ("sqlite", True)]
+    refreshed = run(SnapshotSettings(mode="refresh", stores=both), [scenario])
+    assert [(r.store, r.mode, r.ok) for r in refreshed] == [("jsonl", "refresh", True)]
 
 
 def test_the_default_backends_are_every_installed_embedded_one_the_default_first() -> None:
-    installed = SnapshotSettings().persistences
+    installed = SnapshotSettings().stores
     assert installed[0] == DEFAULT_STORE_BACKEND
     assert list(installed) == default_store_backend_names()
-    assert SnapshotSettings(mode="refresh").run_persistences == (DEFAULT_STORE_BACKEND,)
+    assert SnapshotSettings(mode="refresh").run_stores == (DEFAULT_STORE_BACKEND,)
 
 
 def test_a_loop_profile_setting_overrides_the_scenarios_own(
@@ -87,9 +87,9 @@ def test_a_loop_profile_setting_overrides_the_scenarios_own(
     forced to ``june``, the same recording must no longer replay."""
     scenario = load_scenario(scenario_copy("subagent-parallel"))
     assert scenario.loop == "current"
-    [own] = run(SnapshotSettings(persistences=("jsonl",)), [scenario])
+    [own] = run(SnapshotSettings(stores=("jsonl",)), [scenario])
     assert own.ok, own.failures
-    [forced] = run(SnapshotSettings(persistences=("jsonl",), loop="june", cold=True), [scenario])
+    [forced] = run(SnapshotSettings(stores=("jsonl",), loop="june", cold=True), [scenario])
     assert not forced.ok
 
 
@@ -106,7 +106,7 @@ def test_a_bug_in_one_run_costs_that_run_not_the_batch(
         return real(scenario, *args)
 
     monkeypatch.setattr(engine, "run_scenario", flaky)
-    results = run(SnapshotSettings(persistences=("jsonl",)), [good, bad])
+    results = run(SnapshotSettings(stores=("jsonl",)), [good, bad])
     assert [r.ok for r in results] == [True, False]
     assert results[1].failures == ["internal error: RuntimeError('a bug of ours')"]
 
@@ -165,14 +165,14 @@ def test_the_cli_builds_settings_from_its_flags_and_runs_the_engine(
 ) -> None:
     scenario_copy("text-turn")
     scenario_copy("multi-turn")
-    argv = ["replay", str(tmp_path), "-k", "text", "--persistence", "sqlite", "--jobs", "1"]
+    argv = ["replay", str(tmp_path), "-k", "text", "--store", "sqlite", "--jobs", "1"]
     status = dsh_snapshot.cli.main([*argv, "--cold", "--timeout", "30"])
     assert status == 0, capsys.readouterr().out
     [settings] = spy.calls
     assert settings == SnapshotSettings(
         paths=(tmp_path,),
         names=("text",),
-        persistences=("sqlite",),
+        stores=("sqlite",),
         jobs=1,
         cold=True,
         timeout=30,
@@ -192,7 +192,7 @@ def test_the_cli_refresh_and_proof_go_through_the_engine(
     assert dsh_snapshot.cli.main(["refresh", str(tmp_path / "sdk" / "text-turn")]) == 0
     assert [s.mode for s in spy.calls] == ["refresh"]
     assert dsh_snapshot.cli.main(["proof", str(tmp_path), "--jobs", "1"]) == 0
-    assert [(s.mode, s.seed_slice, s.persistences) for s in spy.calls[1:]] == [
+    assert [(s.mode, s.seed_slice, s.stores) for s in spy.calls[1:]] == [
         ("replay", False, ("jsonl",)),
         ("replay", True, ("jsonl",)),
     ]

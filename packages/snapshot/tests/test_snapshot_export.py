@@ -72,7 +72,7 @@ def test_an_exported_scenario_replays_green_as_an_upstream_recording(
 ) -> None:
     out = tmp_path / name
     assert run_export(committed / name, out, io.StringIO()) == 0
-    result = run_scenario(load_scenario(out), SnapshotSettings(persistences=("jsonl",)))
+    result = run_scenario(load_scenario(out), SnapshotSettings(stores=("jsonl",)))
     assert result.ok, result.failures
 
 

@@ -31,7 +31,7 @@ from dsh_snapshot.cli import main
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "snapshots" / "foreign" / "acp-example"
 STDOUT = "stdout.expected.jsonl"
-BACKENDS = ("--persistence", "jsonl,sqlite")
+BACKENDS = ("--store", "jsonl,sqlite")
 RERECORD = "record it again: dsh-snapshot record --scripted"
 
 requires_sandbox = pytest.mark.skipif(
@@ -80,7 +80,7 @@ def test_accept_restores_a_foreign_scenarios_stdout_and_keeps_its_recording(
     original = _break_answer_frame(example)
     assert _replay(example, *BACKENDS) == 1
     pending = load_pending(load_scenario(example))
-    assert [p.persistence for p in pending] == ["jsonl", "sqlite"]
+    assert [p.store for p in pending] == ["jsonl", "sqlite"]
     for one in pending:
         assert one.acceptable
         assert one.agent == ("{python}", "{scenario}/agent.py")
@@ -100,7 +100,7 @@ def test_review_shows_the_foreign_diff_and_says_model_calls_change_by_recording(
     example: Path,
 ) -> None:
     original = _break_answer_frame(example)
-    assert _replay(example, "--persistence", "jsonl") == 1
+    assert _replay(example, "--store", "jsonl") == 1
     exe = Path(sys.executable).with_name("dsh-snapshot")
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     child: pexpect.spawn[str] = pexpect.spawn(
@@ -128,7 +128,7 @@ def test_review_shows_the_foreign_diff_and_says_model_calls_change_by_recording(
     child.close()
     assert child.exitstatus == 0
     assert (example / STDOUT).read_bytes() == original
-    assert _replay(example, "--persistence", "jsonl") == 0
+    assert _replay(example, "--store", "jsonl") == 0
 
 
 def test_pending_outputs_are_stale_once_the_agents_own_file_changed(
@@ -136,7 +136,7 @@ def test_pending_outputs_are_stale_once_the_agents_own_file_changed(
 ) -> None:
     _break_answer_frame(example)
     broken = (example / STDOUT).read_bytes()
-    assert _replay(example, "--persistence", "jsonl") == 1
+    assert _replay(example, "--store", "jsonl") == 1
     with (example / "agent.py").open("a", encoding="utf-8") as agent:
         agent.write("# edited after the failing replay\n")
     capsys.readouterr()
@@ -176,7 +176,7 @@ def test_a_hand_edited_recording_is_replayed_as_committed_and_accept_keeps_it(
 ) -> None:
     _edit_recorded_answer(example, "PONG", "PING")
     edited = (example / "session.jsonl").read_bytes()
-    assert _replay(example, "--persistence", "jsonl") == 1
+    assert _replay(example, "--store", "jsonl") == 1
     [pending] = load_pending(load_scenario(example))
     assert pending.acceptable
     assert pending.files["session.jsonl"].encode("utf-8") == edited
@@ -187,7 +187,7 @@ def test_a_hand_edited_recording_is_replayed_as_committed_and_accept_keeps_it(
     assert '"text":"PI"' in frames
     assert '"text":"PO"' not in frames
     assert (example / "session.jsonl").read_bytes() == edited
-    assert _replay(example, "--persistence", "jsonl") == 0
+    assert _replay(example, "--store", "jsonl") == 0
 
 
 def test_a_changed_request_stops_the_replay_and_accept_says_to_record_again(
@@ -198,7 +198,7 @@ def test_a_changed_request_stops_the_replay_and_accept_says_to_record_again(
     steps["steps"][-1]["text"] = "Reply with exactly the word: PING."
     (example / "input.json").write_text(json.dumps(steps), encoding="utf-8")
     before = {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()}
-    assert _replay(example, "--persistence", "jsonl") == 1
+    assert _replay(example, "--store", "jsonl") == 1
     out = _out(capsys)
     assert "the request's new messages differ from the recording" in out
     # The failed replay had no outputs to keep, but review says it failed, and why.
@@ -214,7 +214,7 @@ def test_a_changed_request_stops_the_replay_and_accept_says_to_record_again(
     assert {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()} == before
     # A passing replay clears it again.
     (example / "input.json").write_bytes(original)
-    assert _replay(example, "--persistence", "jsonl") == 0
+    assert _replay(example, "--store", "jsonl") == 0
     assert main(["review", str(example)]) == 0
 
 
@@ -227,7 +227,7 @@ def test_an_unconsumed_recording_is_refused_saying_to_record_again(
     meta = (example / "snapshot.yml").read_text("utf-8")
     (example / "snapshot.yml").write_text(meta[: meta.index("expect:")], encoding="utf-8")
     committed = (example / STDOUT).read_bytes()
-    assert _replay(example, "--persistence", "jsonl") == 1
+    assert _replay(example, "--store", "jsonl") == 1
     [pending] = load_pending(load_scenario(example))
     assert not pending.acceptable
     capsys.readouterr()
@@ -247,7 +247,7 @@ def test_outputs_of_another_agent_than_the_scenarios_own_are_refused(
     # The same agent under another command line: what --agent runs is not snapshot.yml's.
     other = "env OPENAI_API_KEY=placeholder {python} {scenario}/agent.py"
     agent_args = ["--agent", other, "--agent-base-url-env", "OPENAI_BASE_URL"]
-    assert _replay(example, "--persistence", "jsonl", *agent_args) == 1
+    assert _replay(example, "--store", "jsonl", *agent_args) == 1
     [pending] = load_pending(load_scenario(example))
     assert pending.acceptable
     assert pending.agent == tuple(other.split())

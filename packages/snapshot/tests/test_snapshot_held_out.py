@@ -49,7 +49,7 @@ def test_june_reject_extra_dirs_reproduces(tmp_path: Path) -> None:
     )
     scenario = load_scenario(folder)
     assert scenario.loop == "june"
-    result = run_scenario(scenario, SnapshotSettings(persistences=("jsonl",)))
+    result = run_scenario(scenario, SnapshotSettings(stores=("jsonl",)))
     assert result.ok, result.failures
 
 
@@ -59,7 +59,7 @@ def test_june_reject_extra_dirs_reproduces(tmp_path: Path) -> None:
 )
 def test_another_text_does_not_pass_for_june(tmp_path: Path, message: str) -> None:
     result = run_scenario(
-        load_scenario(_june_folder(tmp_path, message)), SnapshotSettings(persistences=("jsonl",))
+        load_scenario(_june_folder(tmp_path, message)), SnapshotSettings(stores=("jsonl",))
     )
     assert not result.ok
     assert any("error.message" in failure for failure in result.failures), result.failures

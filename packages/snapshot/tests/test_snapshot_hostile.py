@@ -57,7 +57,7 @@ class Case:
 
     name: str
     build: Callable[[Sandbox], Path]
-    command: tuple[str, ...] = ("replay", "--persistence", "jsonl")
+    command: tuple[str, ...] = ("replay", "--store", "jsonl")
     expect: tuple[str, ...] = ()
     code: int | None = 1
     refused: bool = True

@@ -20,7 +20,7 @@ def _scenario(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
     (folder / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
+        "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\n"
     )
     return folder
 
@@ -76,7 +76,7 @@ def test_write_fixtures_is_atomic_stable_and_drops_stale_children(tmp_path: Path
     ]
     # A scenario that named no loop is recorded with the current one, and now says so.
     assert (folder / "snapshot.yml").read_text() == (
-        "version: 1\nprofile: sdk\npersistence: default\nrecording: live\nloop: current\n"
+        "version: 1\nprofile: sdk\nstore: default\nrecording: live\nloop: current\n"
     )
     assert (folder / "stdout.expected.jsonl").read_text() == (
         '{"jsonrpc":"2.0","id":1,"result":{}}\n'

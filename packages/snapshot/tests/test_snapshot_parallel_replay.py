@@ -48,7 +48,7 @@ async def _replay_in_process(tmp: Path, prompt: str) -> tuple[list[str], ReplayM
     cwd, root = tmp / "cwd", tmp / "sessions"
     cwd.mkdir()
     settings = AgentSettings(
-        sessions_root=root, persistence="jsonl", model_client="replay", loop_profile="current"
+        sessions_root=root, store="jsonl", model_client="replay", loop_profile="current"
     )
     wiring = build_agent(settings)
     replay = wiring.replay

@@ -24,7 +24,7 @@ def _scenario(folder: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "input.json").write_text(json.dumps({"steps": [{"op": "initialize"}]}))
     (folder / "snapshot.yml").write_text(
-        "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
+        "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\n"
     )
 
 
@@ -63,7 +63,13 @@ def test_one_item_per_scenario_and_store_backend(tree: Path, collect: Collect) -
         for name in ("cancel", "multi-turn", "text-turn")
         for comp in default_store_backend_names()  # every installed embedded one by default
     ]
-    only = collect(tree, "--dsh-snapshots", "--dsh-persistence", "sqlite", "snapshots/sdk/cancel")
+    only = collect(tree, "--dsh-snapshots", "--dsh-store", "sqlite", "snapshots/sdk/cancel")
+    assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
+
+
+@pytest.mark.parametrize("option", ["--dsh-persistence", "--dsh-composition"])
+def test_the_old_store_options_still_work(tree: Path, collect: Collect, option: str) -> None:
+    only = collect(tree, "--dsh-snapshots", option, "sqlite", "snapshots/sdk/cancel")
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
 
 
@@ -136,7 +142,7 @@ _SPY_CONFTEST = """
         def spy(settings, scenarios=None, *rest, **options):
             record = {
                 "mode": settings.mode,
-                "persistences": list(settings.persistences),
+                "stores": list(settings.stores),
                 "timeout": settings.timeout,
                 "cold": settings.cold,
                 "warm_agents": options.get("agents") is not None,
@@ -166,10 +172,10 @@ def test_the_plugin_runs_each_item_through_the_engine(
     calls = [
         json.loads(line) for line in (tmp_path / "engine-calls.jsonl").read_text().splitlines()
     ]
-    assert sorted(c["persistences"][0] for c in calls) == sorted(default_store_backend_names())
+    assert sorted(c["stores"][0] for c in calls) == sorted(default_store_backend_names())
     # Each item is one engine run, forked from this pytest process's one warm agent.
     assert all(
-        (c["mode"], len(c["persistences"]), c["timeout"], c["cold"], c["warm_agents"])
+        (c["mode"], len(c["stores"]), c["timeout"], c["cold"], c["warm_agents"])
         == ("replay", 1, 30.0, False, True)
         for c in calls
     )

@@ -59,7 +59,7 @@ def test_a_batch_that_only_reports_keeps_no_outputs(
 ) -> None:
     """The CLI keeps only verdicts: a run's logs and frames would otherwise pile up with K."""
     scenarios = [load_scenario(scenario_copy("tool-call-turn"))]
-    settings = SnapshotSettings(persistences=("jsonl",))
+    settings = SnapshotSettings(stores=("jsonl",))
     kept = run(settings, scenarios)
     dropped = run(settings, scenarios, keep_outputs=False)
     assert kept[0].ok, kept[0].failures

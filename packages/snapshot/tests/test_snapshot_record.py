@@ -145,7 +145,7 @@ def test_every_committed_scenario_records_live_replays_green_and_refreshes_byte_
     assert f"{SERVED_MODELS[0]} " in listed.stdout
     # The new fixtures replay green, and a refresh rewrites not one byte of them.
     before = _snapshot_bytes(root)
-    replay = _cli(tmp_path, {}, "replay", "--persistence", "jsonl", str(root))
+    replay = _cli(tmp_path, {}, "replay", "--store", "jsonl", str(root))
     assert replay.returncode == 0, replay.stdout
     refresh = _cli(tmp_path, {}, "refresh", str(root))
     assert refresh.returncode == 0, refresh.stdout
@@ -221,7 +221,7 @@ def test_a_503_and_an_empty_completion_are_retried_through_a_record_run(
     # 503, then the empty completion, then the scripted answer: both failures were retried.
     assert [r.status for r in _chat_calls(c.server)] == [503, 200, 200]
     assert yaml.safe_load((folder / "snapshot.yml").read_text())["recording"] == "live"
-    replay = _cli(tmp_path, {}, "replay", "--persistence", "jsonl", str(folder))
+    replay = _cli(tmp_path, {}, "replay", "--store", "jsonl", str(folder))
     assert replay.returncode == 0, replay.stdout
 
 

@@ -56,7 +56,7 @@ def test_a_failing_replay_keeps_what_refresh_would_write_and_a_pass_clears_it(
 ) -> None:
     folder, original = failed("text-turn")
     [pending] = load_pending(load_scenario(folder))
-    assert (pending.persistence, pending.acceptable) == ("jsonl", True)
+    assert (pending.store, pending.acceptable) == ("jsonl", True)
     assert pending.files[STDOUT].encode("utf-8") == original
     assert pending.files["session.jsonl"] == (folder / "session.jsonl").read_text("utf-8")
     assert any(f.startswith("stdout differs: stdout.expected.jsonl line") for f in pending.failures)
@@ -70,7 +70,7 @@ def test_accept_publishes_the_pending_outputs_for_every_failed_backend(
 ) -> None:
     folder = scenario_copy("subagent-spawn")
     original = _break_stdout(folder)
-    backends = ["--persistence", "jsonl,sqlite"]
+    backends = ["--store", "jsonl,sqlite"]
     assert main(["replay", "--jobs", "1", *backends, str(folder)]) == 1
     assert sorted(p.name for p in (folder / ".pending").iterdir()) == ["jsonl", "sqlite"]
     capsys.readouterr()

@@ -11,7 +11,7 @@ from dsh_core.testing import corpus_unavailable, upstream_corpus
 from dsh_snapshot import ScenarioError, detect_loop_profile, discover, load_scenario
 from dsh_snapshot._provenance import with_provenance
 
-META = "version: 1\nprofile: sdk\npersistence: default\nrecording: scripted\n"
+META = "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\n"
 HEADER = '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0}\n'
 CORPUS = upstream_corpus(__file__) or Path("shared/upstream-corpus (not found)")
 
@@ -128,15 +128,26 @@ def test_upstream_folder_is_read_as_it_is() -> None:
 def test_snapshot_yml_can_pin_one_backend(tmp_path: Path) -> None:
     pinned = _scenario(tmp_path / "sdk" / "p", meta=META.replace("default", "sqlite"))
     free = _scenario(tmp_path / "sdk" / "f")
-    assert load_scenario(pinned).persistences(["jsonl", "sqlite"]) == ["sqlite"]
-    assert load_scenario(free).persistences(["jsonl", "sqlite"]) == ["jsonl", "sqlite"]
+    assert load_scenario(pinned).stores(["jsonl", "sqlite"]) == ["sqlite"]
+    assert load_scenario(free).stores(["jsonl", "sqlite"]) == ["jsonl", "sqlite"]
 
 
-def test_snapshot_yml_still_reads_the_key_by_its_old_name(tmp_path: Path) -> None:
-    old = META.replace("persistence: default", "composition: sqlite")
-    assert load_scenario(_scenario(tmp_path / "sdk" / "o", meta=old)).persistences(["a"]) == [
-        "sqlite"
-    ]
+@pytest.mark.parametrize("key", ["persistence", "composition"])
+def test_snapshot_yml_still_reads_the_key_by_its_old_names(tmp_path: Path, key: str) -> None:
+    old = META.replace("store: default", f"{key}: sqlite")
+    with pytest.warns(DeprecationWarning, match=rf"'{key}' is deprecated, write 'store'"):
+        scenario = load_scenario(_scenario(tmp_path / "sdk" / "o", meta=old))
+    assert scenario.stores(["a"]) == ["sqlite"]
+    with pytest.warns(DeprecationWarning, match=r"Scenario\.persistences is deprecated"):
+        assert scenario.persistences(["a"]) == ["sqlite"]
+
+
+def test_the_new_key_wins_over_an_old_one(tmp_path: Path) -> None:
+    both = META.replace("store: default", "store: jsonl\npersistence: sqlite")
+    with pytest.warns(DeprecationWarning, match="persistence"):
+        assert load_scenario(_scenario(tmp_path / "sdk" / "b", meta=both)).stores(["a"]) == [
+            "jsonl"
+        ]
 
 
 @pytest.mark.parametrize(

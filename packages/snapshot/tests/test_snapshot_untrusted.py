@@ -45,17 +45,6 @@ from dsh_snapshot.testing import (
     tree_state,
 )
 
-# the default provider's variables, named through the registry (the vendor stays in its package)
-_PREFIX = env_prefix(model_provider(DEFAULT_MODEL_PROVIDER))
-_KEY = f"{_PREFIX}API_KEY"
-# Where dsh-persistence-postgres is not installed (this package's own test environment), the
-# pinned server store is refused as unknown instead: not reached either way.
-_PINNED_SAYS = (
-    ("pins the server store 'postgres'", "--persistence postgres", "not run")
-    if "postgres" in store_backend_names()
-    else ("unknown store backend 'postgres'",)
-)
-
 _TIMEOUT = 30.0
 _MARKER = "DSH_HOSTILE_RUN_MARKER"
 
@@ -178,7 +167,7 @@ def _replay(folder: Path, *extra: str) -> list[str]:
     return [
         "replay",
         str(folder),
-        "--persistence",
+        "--store",
         "jsonl",
         "--jobs",
         "1",
@@ -242,7 +231,7 @@ def _pending(manifest: Callable[[World], dict[str, Any]], tracked: bool = False)
         (pending / "session.jsonl").write_text(session_log(said("what the PR wants")))
         body: dict[str, Any] = {
             "version": 1,
-            "persistence": "jsonl",
+            "store": "jsonl",
             "acceptable": True,
             "failures": ["planted"],
             "inputs": {},
@@ -312,6 +301,17 @@ def _review_planted(world: World) -> list[str]:
     return ["review", *args[1:]]
 
 
+def _review_linked_child(world: World) -> list[str]:
+    """A committed child log that is a link to an outside credentials file: review compares
+    it with the pending outputs and must never print what it points to."""
+    args = _pending(lambda w: {})(world)
+    folder = world.box.scenarios / "sdk" / "pend"
+    (folder / "session.1.jsonl").symlink_to(world.box.sentinel / "secret.txt")
+    assert world.env is not None
+    world.env.setattr(sys, "stdin", io.StringIO("s\n"))
+    return ["review", *args[1:]]
+
+
 def _no_sgr_or_bidi(world: World) -> None:
     text = world.out + world.err
     assert "\x1b[8m" not in text
@@ -324,6 +324,15 @@ def _refresh_discovery(world: World, link: Callable[[World], Path | str]) -> lis
     sdk.mkdir(parents=True)
     (sdk / "linked").symlink_to(link(world))
     return ["refresh", str(world.box.scenarios), "--jobs", "1", "--timeout", "30"]
+
+
+def _trickle(world: World) -> list[str]:
+    """Recorded commands that each take less than --timeout but more than the run's budget in
+    all: the agent always speaks again before a single wait ends (red team F8)."""
+    calls = [tool_call("sleep 1.2; echo tick", f"call_{i}") for i in range(6)]
+    log = session_log(*calls, said("done"))
+    folder = world.box.scenario("trickle", {"session.jsonl": log})
+    return [*_replay(folder)[:-2], "--timeout", "5", "--run-timeout", "3"]
 
 
 def _wide_tree(world: World) -> list[str]:
@@ -465,7 +474,7 @@ def _listener_untouched(world: World) -> None:
 
 def _pinned_server_store(world: World) -> list[str]:
     folder = world.box.scenario("pinned")
-    pinned = META.replace("persistence: jsonl", "persistence: postgres")
+    pinned = META.replace("store: jsonl", "store: postgres")
     (folder / "snapshot.yml").write_text(pinned)
     assert world.env is not None
     # Where a server would be, were the gate to go there: a socket directory of our own.
@@ -502,6 +511,18 @@ def _yaml_error(world: World) -> list[str]:
     folder = world.box.scenario("yaml")
     (folder / "snapshot.yml").write_text(META + f"extra: [\n  token: {world.box.key}\n")
     return _replay(folder)
+
+
+# the default provider's variables, named through the registry (the vendor stays in its package)
+_PREFIX = env_prefix(model_provider(DEFAULT_MODEL_PROVIDER))
+_KEY = f"{_PREFIX}API_KEY"
+# Where dsh-persistence-postgres is not installed (this package's own test environment), the
+# pinned server store is refused as unknown instead: not reached either way.
+_PINNED_SAYS = (
+    ("pins the server store 'postgres'", "--store postgres", "not run")
+    if "postgres" in store_backend_names()
+    else ("unknown store backend 'postgres'",)
+)
 
 
 CASES = [
@@ -560,6 +581,12 @@ CASES = [
         "discovery-self-loop-ends",
         lambda w: _refresh_discovery(w, lambda _w: ".."),
         expect=("no scenarios",),
+        code=1,
+    ),
+    Case(
+        "run-timeout-bounds-an-agent-that-keeps-speaking",
+        _trickle,
+        expect=("the run reached its deadline",),
         code=1,
     ),
     Case(
@@ -657,6 +684,11 @@ CASES = [
         lambda w: _replay(_bash_scenario(w, "printf '\\033]0;pwned\\007\\033[2J'")),
         code=1,
         check=_no_raw_escape,
+    ),
+    Case(
+        "pending-review-of-a-linked-committed-child",
+        _review_linked_child,
+        expect=("session.1.jsonl", "symlink"),
     ),
     Case(
         "terminal-sgr-and-bidi-from-a-command-are-inert",
@@ -778,6 +810,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "dotenv",
         "pending",
         "discovery",
+        "run-timeout",
         "readyfile",
         "launcher",
         "network",
@@ -826,7 +859,8 @@ def test_a_pytest_failure_is_redacted_on_decoded_forms(
     box = Sandbox.create(tmp_path)
     world = World(box, "")
     _bash_scenario(world, f"{_key_at_run_time(world)} | base64 -w0")
-    env = {**os.environ, "HOME": str(box.home), _KEY: box.key}
+    live_key = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names[0]
+    env = {**os.environ, "HOME": str(box.home), live_key: box.key}
     run = inner_pytest(box.scenarios, "--dsh-snapshots", str(box.scenarios), "-q", env=env)
     assert run.returncode == 1, run.stdout
     assert box.leaks(run.stdout.encode()) == []

@@ -24,13 +24,13 @@ def test_warm_and_cold_runs_agree_on_both_backends(
 ) -> None:
     scenarios = [load_scenario(scenario_copy(n)) for n in ("tool-call-turn", "subagent-spawn")]
     both = ("jsonl", "sqlite")
-    warm = run(SnapshotSettings(jobs=2, persistences=both), scenarios)
-    cold = run(SnapshotSettings(jobs=2, cold=True, persistences=both), scenarios)
+    warm = run(SnapshotSettings(jobs=2, stores=both), scenarios)
+    cold = run(SnapshotSettings(jobs=2, cold=True, stores=both), scenarios)
     assert len(warm) == len(cold) == 4
     for w, c in zip(warm, cold, strict=True):
         assert w.ok, w.failures
         assert c.ok, c.failures
-        assert (w.scenario.name, w.persistence) == (c.scenario.name, c.persistence)
+        assert (w.scenario.name, w.store) == (c.scenario.name, c.store)
         assert (w.logs, w.frames, w.sessions) == (c.logs, c.frames, c.sessions)
         assert (w.settings.cold, c.settings.cold) == (False, True)
 

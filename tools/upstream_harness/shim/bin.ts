@@ -41,7 +41,7 @@ const child = spawn(command as string, args, {
     DSH_MODEL_CLIENT: 'replay',
     DSH_ALLOW_MODEL_REQUESTS: '0',
     DSH_SESSIONS_ROOT: bucket,
-    DSH_PERSISTENCE: 'jsonl',
+    DSH_STORE: 'jsonl',
   },
 })
 child.on('error', (error) => fail(`cannot start ${command}: ${error.message}`))

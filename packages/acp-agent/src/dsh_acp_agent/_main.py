@@ -60,11 +60,11 @@ class Wiring:
 
 
 def build_store(settings: AgentSettings) -> SessionStore:
-    """The store backend ``DSH_PERSISTENCE`` names (a ``dsh.stores`` plugin), rooted at
+    """The store backend ``DSH_STORE`` names (a ``dsh.stores`` plugin), rooted at
     ``DSH_SESSIONS_ROOT``. Only the selected backend is imported: a cold start pays for one."""
     root = settings.sessions_root
     root.mkdir(parents=True, exist_ok=True)
-    return open_store(settings.persistence, root)
+    return open_store(settings.store, root)
 
 
 def build_model(settings: AgentSettings) -> tuple[ModelClient, ConsumedAtExit | None]:
@@ -184,7 +184,7 @@ def _parse_command_line(argv: list[str]) -> None:
         prog=AGENT_NAME,
         description="An Agent Client Protocol agent speaking JSON-RPC on stdin and stdout; "
         "started by an ACP client, not by hand.",
-        epilog="Settings are DSH_* environment variables (DSH_SESSIONS_ROOT, DSH_PERSISTENCE, "
+        epilog="Settings are DSH_* environment variables (DSH_SESSIONS_ROOT, DSH_STORE, "
         "DSH_MODEL_CLIENT, DSH_LOOP_PROFILE, ...; see the package README). Exit status: 0 after "
         f"a clean stop, {EXIT_USAGE} on bad usage or settings, {EXIT_REPLAY_NOT_CONSUMED} when "
         "a replay script was not consumed exactly.",

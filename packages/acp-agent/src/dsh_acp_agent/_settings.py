@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,10 @@ class AgentSettings(BaseSettings):
 
     Attributes:
         sessions_root: directory holding the session logs (``DSH_SESSIONS_ROOT``).
-        persistence: the store backend, by its ``dsh.stores`` entry point name: ``jsonl``
+        store: the store backend, by its ``dsh.stores`` entry point name: ``jsonl``
             (one file per session in the root), ``sqlite`` (one database in the root) or any
-            installed plugin's (``DSH_PERSISTENCE``).
+            installed plugin's (``DSH_STORE``; ``DSH_PERSISTENCE``, its old name, is read when
+            ``DSH_STORE`` is unset, with a deprecation warning, until 0.3.0).
         model_client: the model provider, by its ``dsh.models`` entry point name:
             ``deepseek`` (live API), ``replay`` (recorded scripts) or any installed plugin's
             (``DSH_MODEL_CLIENT``).
@@ -53,7 +56,7 @@ class AgentSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DSH_", extra="ignore", frozen=True)
 
     sessions_root: Path = Field(default_factory=_default_sessions_root)
-    persistence: str = DEFAULT_STORE_BACKEND
+    store: str = DEFAULT_STORE_BACKEND
     model_client: str = DEFAULT_MODEL_PROVIDER
     loop_profile: LoopProfile = DEFAULT_LOOP_PROFILE
     max_delegation_depth: int | None = Field(default=None, ge=0, le=2**53 - 1)
@@ -61,10 +64,10 @@ class AgentSettings(BaseSettings):
     max_steps: int = Field(default=50, ge=1)
     bash_timeout: float | None = Field(default=None, gt=0)
 
-    @field_validator("persistence", "model_client")
+    @field_validator("store", "model_client")
     @classmethod
     def _installed_plugin(cls, name: str, info: ValidationInfo) -> str:
-        group = STORE_GROUP if info.field_name == "persistence" else MODEL_GROUP
+        group = STORE_GROUP if info.field_name == "store" else MODEL_GROUP
         known = store_backend_names() if group == STORE_GROUP else model_provider_names()
         if name not in known:
             raise ValueError(str(UnknownPluginError(group, name, known)))
@@ -101,13 +104,26 @@ def describe_validation_error(exc: ValidationError, env_prefix: str) -> str:
     return f"invalid {variable}{shown}: {first.get('msg', 'invalid value')}"
 
 
+_STORE_ENV = "DSH_STORE"
+_OLD_STORE_ENV = "DSH_PERSISTENCE"  # one concept, one word: "store" (issue 21)
+
+
 def load_settings() -> AgentSettings:
     """Read :class:`AgentSettings` from the environment.
 
     Raises:
         SettingsError: a variable has an invalid value (the message names it).
     """
+    old = os.environ.get(_OLD_STORE_ENV)
+    chosen: dict[str, Any] = {}
+    if old is not None and _STORE_ENV not in os.environ:
+        warnings.warn(
+            f"{_OLD_STORE_ENV} is deprecated, use {_STORE_ENV} (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        chosen["store"] = old
     try:
-        return AgentSettings()
+        return AgentSettings(**chosen)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc, "DSH_")) from exc

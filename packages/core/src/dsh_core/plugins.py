@@ -62,7 +62,7 @@ __all__ = [
 STORE_GROUP = "dsh.stores"
 MODEL_GROUP = "dsh.models"
 DEFAULT_STORE_BACKEND = "jsonl"
-"""The store an agent uses when nothing is chosen (``DSH_PERSISTENCE``)."""
+"""The store an agent uses when nothing is chosen (``DSH_STORE``)."""
 DEFAULT_MODEL_PROVIDER = "deepseek"
 """The model provider an agent and a live recording use when nothing is chosen."""
 
@@ -76,11 +76,11 @@ class StoreBackend(Protocol):
     database…) is its own business, so nobody else needs a file name.
 
     Attributes:
-        name: the entry point's name (``jsonl``), as users select it (``DSH_PERSISTENCE``).
+        name: the entry point's name (``jsonl``), as users select it (``DSH_STORE``).
         settings_model: the backend's own pydantic-settings class, or ``None`` when it has none.
         embedded: ``True`` when the data lives under the root itself (files), so every
             machine can run it: the gate's default set is the embedded backends. ``False``
-            for a store behind a server, run only when asked for (``--persistence postgres``).
+            for a store behind a server, run only when asked for (``--store postgres``).
         env_prefixes: prefixes of the environment variables that configure the backend
             (``("DSH_POSTGRES_", "PG")``); an agent's clean environment keeps them, so the
             agent reaches the store its caller configured. Empty when it needs none.

@@ -261,6 +261,11 @@ class SessionBook:
         return self._new(CreateOptions(session_id=explicit_id, meta=meta)), 0
 
     def _new(self, options: CreateOptions) -> _Tracked:
+        if options.session_id is None and self._store is not None:
+            # A recorded session is named by its place in the recording (s0000, s0001, …), not
+            # by a fresh UUID: recording again gives the same file names, so a re-record's
+            # diff shows what changed inside the files, not every file renamed.
+            options.session_id = self._stable_id()
         depth = options.meta.delegation_depth or 0
         tracked = _Tracked(options, prepare_header(options), depth)
         options.session_id = tracked.header.id
@@ -284,6 +289,13 @@ class SessionBook:
         child.turn = boundary.turn
         child.request_header = parent.request_header
         return child
+
+    def _stable_id(self) -> str:
+        taken = {t.header.id for t in self._sessions}
+        number = len(self._sessions)
+        while f"s{number:04d}" in taken:  # an X-DSH-Session-Id may have named one so
+            number += 1
+        return f"s{number:04d}"
 
     def close(self) -> None:
         """Flush and release every session's writer (a turn waiting on tools stays open)."""

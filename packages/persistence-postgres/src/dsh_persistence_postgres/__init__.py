@@ -4,7 +4,7 @@
 pool: a namespace per sessions root, a schema-version row that refuses other versions, one
 transaction per appended batch, a session's writer lock as a PostgreSQL advisory lock, and
 ``follow`` to read a session as it grows (``LISTEN``/``NOTIFY``). Installed, it is the
-``postgres`` store backend (``DSH_PERSISTENCE=postgres``, ``--persistence postgres``),
+``postgres`` store backend (``DSH_STORE=postgres``, ``--store postgres``),
 configured by ``DSH_POSTGRES_DSN`` or the standard ``PG*`` variables.
 """
 

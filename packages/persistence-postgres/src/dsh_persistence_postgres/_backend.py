@@ -20,7 +20,7 @@ class PostgresStoreBackend:
 
     name = "postgres"
     settings_model = PostgresSettings
-    embedded = False  # a server store: runs only when asked for (--persistence postgres)
+    embedded = False  # a server store: runs only when asked for (--store postgres)
     env_prefixes = ENV_PREFIXES
 
     def open(self, root: Path) -> PostgresSessionStore:

@@ -63,7 +63,7 @@ def print_results(
     table = Table(title=title)
     for column in (
         "scenario",
-        "persistence",
+        "store",
         "mode",
         "result",
         "sessions",
@@ -76,7 +76,7 @@ def print_results(
         detail = ", ".join(r.written) if r.ok and r.written else ("" if r.ok else r.summary)
         table.add_row(
             escape(r.scenario.name),
-            escape(r.persistence),
+            escape(r.store),
             r.mode,
             _verdict(r),
             str(r.sessions),
@@ -90,7 +90,7 @@ def print_results(
     print_broken(console, broken)
     for r in results:
         if not r.ok:
-            where = f"{r.scenario.name}[{r.persistence}] ({r.scenario.path})"
+            where = f"{r.scenario.name}[{r.store}] ({r.scenario.path})"
             console.print(
                 f"{_verdict(r)} {escape(where)}",
                 highlight=False,
@@ -114,7 +114,7 @@ def run_proof(console: Console, scenarios: Sequence[Scenario], settings: Snapsho
             highlight=False,
         )
         return False
-    one_backend = {"mode": "replay", "persistences": (DEFAULT_STORE_BACKEND,)}
+    one_backend = {"mode": "replay", "stores": (DEFAULT_STORE_BACKEND,)}
     off = run(
         settings.model_copy(update={**one_backend, "seed_slice": False}), forks, keep_outputs=False
     )

@@ -55,14 +55,14 @@ def select(settings: SnapshotSettings) -> Selection:
 def _run_one(
     scenario: Scenario,
     settings: SnapshotSettings,
-    persistence: str,
+    store: str,
     agents: WarmAgents | None,
 ) -> ScenarioResult:
     """:func:`run_scenario`, with a bug of ours costing that one run, never the batch."""
     try:
-        return run_scenario(scenario, settings, persistence, agents)
+        return run_scenario(scenario, settings, store, agents)
     except Exception as exc:
-        result = ScenarioResult(scenario, settings, persistence)
+        result = ScenarioResult(scenario, settings, store)
         result.failures.append(f"internal error: {exc!r}")
         return result
 
@@ -82,7 +82,7 @@ def will_retry(settings: SnapshotSettings, result: ScenarioResult) -> bool:
 def _attempts(
     scenario: Scenario,
     settings: SnapshotSettings,
-    persistence: str,
+    store: str,
     agents: WarmAgents | None,
     on_result: Callable[[ScenarioResult], None] | None,
 ) -> ScenarioResult:
@@ -92,7 +92,7 @@ def _attempts(
     def attempt() -> ScenarioResult:
         nonlocal attempts
         attempts += 1
-        result = _run_one(scenario, settings, persistence, agents)
+        result = _run_one(scenario, settings, store, agents)
         result.attempts = attempts
         if on_result is not None:
             on_result(result)
@@ -119,7 +119,7 @@ def _attempts(
 def _backends(scenario: Scenario, settings: SnapshotSettings) -> list[str]:
     """The store backends ``scenario`` runs on: those asked for (or its ``snapshot.yml``'s).
     A foreign agent's too: ``dsh-llm-proxy`` records into any installed backend."""
-    return scenario.persistences(settings.run_persistences)
+    return scenario.stores(settings.run_stores)
 
 
 def run(
@@ -151,9 +151,7 @@ def run(
     if scenarios is None:
         scenarios = select(settings).scenarios
     pairs: list[tuple[Scenario, str]] = [
-        (scenario, persistence)
-        for scenario in scenarios
-        for persistence in _backends(scenario, settings)
+        (scenario, store) for scenario in scenarios for store in _backends(scenario, settings)
     ]
     jobs = min(settings.jobs, max(len(pairs), 1))
     with contextlib.ExitStack() as stack:
@@ -161,8 +159,8 @@ def run(
         if not settings.cold:
             pool = agents if agents is not None else stack.enter_context(WarmAgents(jobs))
 
-        def one(scenario: Scenario, persistence: str) -> ScenarioResult:
-            result = _attempts(scenario, settings, persistence, pool, on_result)
+        def one(scenario: Scenario, store: str) -> ScenarioResult:
+            result = _attempts(scenario, settings, store, pool, on_result)
             if not keep_outputs:
                 result.logs, result.frames = [], []
             return result

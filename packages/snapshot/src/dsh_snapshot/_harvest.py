@@ -10,6 +10,7 @@ reused by the run on every backend.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,9 +25,10 @@ from dsh_core import (
     normalize_log,
     parse_jsonl,
     read_log,
-    read_log_file,
+    read_log_bytes,
 )
 from dsh_core.plugins import store_backend
+from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._determinism import (
     Determinism,
     ignore_fields,
@@ -39,30 +41,30 @@ from dsh_snapshot._scenario import Scenario
 __all__ = ["FileCache", "expected_fixtures", "harvest", "harvest_logs", "normalized_outputs"]
 
 
-def _harvest_texts(root: Path, persistence: str) -> list[str]:
-    backend = store_backend(persistence)
+def _harvest_texts(root: Path, store: str) -> list[str]:
+    backend = store_backend(store)
     return [backend.export_log(root, header.id) for header in backend.list_sessions(root)]
 
 
-def harvest_logs(root: Path, persistence: str) -> list[SessionLog]:
-    """Every session log the store backend ``persistence`` holds under a sessions root, each
+def harvest_logs(root: Path, store: str) -> list[SessionLog]:
+    """Every session log the store backend ``store`` holds under a sessions root, each
     parsed once, in :func:`harvest` order.
 
     Raises:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
-    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, persistence)]
+    logs = [read_log(text.splitlines(), str(root)) for text in _harvest_texts(root, store)]
     return creation_order(logs)
 
 
-def harvest(root: Path, persistence: str) -> list[str]:
-    """Every session log the store backend ``persistence`` holds under a sessions root: the
+def harvest(root: Path, store: str) -> list[str]:
+    """Every session log the store backend ``store`` holds under a sessions root: the
     primary first, then children in :func:`dsh_core.creation_order`.
 
     Raises:
         DshError: a log cannot be read; ``dsh_core.plugins.PluginError``: no such backend.
     """
-    texts = _harvest_texts(root, persistence)
+    texts = _harvest_texts(root, store)
     logs = [read_log(text.splitlines(), str(root)) for text in texts]
     position = {id(log): index for index, log in enumerate(logs)}
     return [texts[position[id(log)]] for log in creation_order(logs)]
@@ -150,10 +152,13 @@ def _signature(path: Path) -> tuple[int, int]:
 
 
 def _read_expected(scenario: Scenario) -> tuple[list[list[Any]], list[Any]]:
-    parsed = [read_log_file(p) for p in scenario.session_files]
+    # Through the one confined open: a committed fixture that is a link (or reached through
+    # one) is an error naming it, never the file it points to.
+    parsed = [
+        read_log_bytes(fsafe.read_bytes(p.parent, p.name), str(p)) for p in scenario.session_files
+    ]
     raw: list[Any] = []
-    if scenario.stdout_file.is_file():
-        raw = parse_jsonl(
-            scenario.stdout_file.read_text(encoding="utf-8"), str(scenario.stdout_file)
-        )
+    stdout = scenario.stdout_file
+    if os.path.lexists(stdout):
+        raw = parse_jsonl(fsafe.read_text(stdout.parent, stdout.name), str(stdout))
     return normalized_outputs(scenario, parsed, raw)

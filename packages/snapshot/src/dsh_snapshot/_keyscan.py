@@ -29,6 +29,7 @@ from dsh_core.plugins import secret_env_names
 from dsh_snapshot._confine import inside
 from dsh_snapshot._decode import file_texts, line_at, line_views, split_views
 from dsh_snapshot._detect import screened
+from dsh_snapshot._fsafe import ConfinedPathError, read_bytes
 from dsh_snapshot._keyscan_rules import not_a_secret
 from dsh_snapshot._scancache import cache_key, lookup, store
 from dsh_snapshot._scenario import AllowEntry
@@ -211,8 +212,14 @@ def _scan_bytes(
     return sorted(findings.values(), key=lambda f: (f.line, f.kind, f.hash))
 
 
-def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[KeyFinding]:
+def scan_file(
+    path: Path, file: str = "", literals: Iterable[str] = (), *, base: Path | None = None
+) -> list[KeyFinding]:
     """Every finding in one regular file, read in each plausible encoding.
+
+    With ``base`` (the folder being scanned, ``path`` inside it) the file is read through the
+    one confined open (:mod:`dsh_snapshot._fsafe`): no link on the way from ``base`` is
+    followed at the moment it is opened, whatever the walk saw before.
 
     Files already scanned with the same content and the same secrets to look for are
     answered from ``_scancache`` (in memory, and in ``DSH_SCAN_CACHE_DIR`` when set).
@@ -224,7 +231,12 @@ def scan_file(path: Path, file: str = "", literals: Iterable[str] = ()) -> list[
             return [KeyFinding(path, 0, "not a regular file: a scenario holds only files")]
         if info.st_size > _MAX_FILE:
             return [KeyFinding(path, 0, f"larger than {_MAX_FILE} bytes: too large to scan")]
-        data = path.read_bytes()
+        if base is None:
+            data = path.read_bytes()
+        else:
+            data = read_bytes(base, path.relative_to(base).as_posix(), _MAX_FILE)
+    except ConfinedPathError as exc:
+        return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc})")]
     except OSError as exc:
         return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc.strerror})")]
     keys = _literals(literals)
@@ -326,8 +338,8 @@ def scan_folder(
         if isinstance(target, KeyFinding):
             out.append(KeyFinding(shown / rel, 0, target.kind, file=rel))
             continue
-        for f in scan_file(target, rel, literals):
-            # A pending output (``.pending/<persistence>/session.jsonl``) is the fixture it
+        for f in scan_file(target, rel, literals, base=folder.resolve()):
+            # A pending output (``.pending/<store>/session.jsonl``) is the fixture it
             # would become, so the fixture's reviewed false positives cover it too.
             pending = rel.split("/", 2)
             fixture = (

@@ -1,7 +1,7 @@
 """Pending outputs: what a failing replay actually produced, kept beside the expected files.
 
 A replay of one of our scenarios (``snapshot.yml``) that fails keeps its normalised outputs
-in ``<scenario>/.pending/<persistence>/`` (git ignores ``.pending/``): the files exactly as
+in ``<scenario>/.pending/<store>/`` (git ignores ``.pending/``): the files exactly as
 ``refresh`` would write them, plus ``pending.json`` saying why the run failed and the digest
 of every file the outputs were compared with or derived from. A replay that passes removes
 them. ``dsh-snapshot review`` / ``accept`` read them (:mod:`dsh_snapshot._review`).
@@ -60,8 +60,8 @@ class Pending:
 
     Attributes:
         scenario: the scenario.
-        persistence: the store backend of the failing run (``jsonl``, ``sqlite``).
-        folder: ``<scenario>/.pending/<persistence>``.
+        store: the store backend of the failing run (``jsonl``, ``sqlite``).
+        folder: ``<scenario>/.pending/<store>``.
         files: fixture name → the actual text the run produced.
         failures: why the run failed, as the gate reported it.
         acceptable: the run itself went through (only its outputs differ), so accepting it
@@ -73,7 +73,7 @@ class Pending:
     """
 
     scenario: Scenario
-    persistence: str
+    store: str
     folder: Path
     files: dict[str, str]
     failures: tuple[str, ...]
@@ -142,14 +142,14 @@ def _root(scenario: Scenario) -> Path:
     return scenario.files.pending
 
 
-def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
+def clear_pending(scenario: Scenario, store: str | None = None) -> None:
     """Remove a scenario's pending outputs (one backend's, or all of them).
 
     Removal works on directory descriptors reached without following links: a ``.pending``
     that is a link to elsewhere is unlinked itself, never emptied.
     """
     with contextlib.suppress(OSError, fsafe.ConfinedPathError):
-        if persistence is None:
+        if store is None:
             with fsafe.confined_dir(scenario.path) as fd:
                 if stat.S_ISLNK(os.lstat(ScenarioFiles.PENDING, dir_fd=fd).st_mode):
                     os.unlink(ScenarioFiles.PENDING, dir_fd=fd)
@@ -157,16 +157,14 @@ def clear_pending(scenario: Scenario, persistence: str | None = None) -> None:
                     shutil.rmtree(ScenarioFiles.PENDING, dir_fd=fd)
             return
         with fsafe.confined_dir(scenario.path, ScenarioFiles.PENDING) as fd:
-            shutil.rmtree(persistence, dir_fd=fd)
+            shutil.rmtree(store, dir_fd=fd)
         with fsafe.confined_dir(scenario.path) as fd:
-            os.rmdir(
-                ScenarioFiles.PENDING, dir_fd=fd
-            )  # not empty: another persistence's are pending
+            os.rmdir(ScenarioFiles.PENDING, dir_fd=fd)  # not empty: another store's are pending
 
 
 def keep_pending(
     scenario: Scenario,
-    persistence: str,
+    store: str,
     logs: Sequence[Sequence[Any]],
     frames: Sequence[Any],
     failures: Sequence[str],
@@ -188,23 +186,23 @@ def keep_pending(
     if scenario.meta is None:
         return None
     if not failures:
-        clear_pending(scenario, persistence)
+        clear_pending(scenario, store)
         return None
     files = fixture_files(scenario, logs, frames)
     allowed = {(e.file, e.hash) for e in scenario.meta.secrets_allowlist}
-    folder = _root(scenario) / persistence
+    folder = _root(scenario) / store
     for name, text in files.items():
         flagged = [
             f for f in scan_text(text, folder / name, name) if (f.file, f.hash) not in allowed
         ]
         if flagged:
             return f"pending outputs not kept: the key scan flagged {flagged[0]}"
-    return _write_pending(scenario, persistence, files, failures, acceptable, agent)
+    return _write_pending(scenario, store, files, failures, acceptable, agent)
 
 
 def keep_failure(
     scenario: Scenario,
-    persistence: str,
+    store: str,
     failures: Sequence[str],
     agent: Sequence[str] | None = None,
 ) -> str | None:
@@ -217,22 +215,22 @@ def keep_failure(
     """
     if scenario.meta is None or not failures:
         return None
-    note = _write_pending(scenario, persistence, {}, failures, False, agent)
+    note = _write_pending(scenario, store, {}, failures, False, agent)
     return note if note and note.startswith("pending outputs not kept") else None
 
 
 def _write_pending(
     scenario: Scenario,
-    persistence: str,
+    store: str,
     files: Mapping[str, str],
     failures: Sequence[str],
     acceptable: bool,
     agent: Sequence[str] | None,
 ) -> str:
-    folder = _root(scenario) / persistence
+    folder = _root(scenario) / store
     manifest = {
         "version": _FORMAT,
-        "persistence": persistence,
+        "store": store,
         "acceptable": acceptable,
         "failures": list(failures),
         "inputs": _inputs(scenario),
@@ -242,8 +240,8 @@ def _write_pending(
     if pending_tracked(scenario):
         return f"pending outputs not kept: git tracks {_root(scenario)}"
     try:
-        clear_pending(scenario, persistence)
-        base, rel = scenario.path, f"{ScenarioFiles.PENDING}/{persistence}"
+        clear_pending(scenario, store)
+        base, rel = scenario.path, f"{ScenarioFiles.PENDING}/{store}"
         for name, text in files.items():
             fsafe.write_bytes(base, f"{rel}/{name}", text.encode("utf-8"))
         # The manifest last: a folder without one is an interrupted write, never read.
@@ -281,7 +279,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
         agent = manifest.get("agent")
         return Pending(
             scenario,
-            str(manifest["persistence"]),
+            str(manifest["store"]),
             folder,
             files,
             tuple(str(f) for f in manifest["failures"]),
@@ -297,7 +295,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
 
 
 def load_pending(scenario: Scenario) -> list[Pending]:
-    """A scenario's pending outputs, one per persistence that failed (``jsonl`` first).
+    """A scenario's pending outputs, one per store that failed (``jsonl`` first).
 
     Raises:
         PendingError: a manifest is unreadable.

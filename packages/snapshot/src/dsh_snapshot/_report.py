@@ -137,7 +137,7 @@ def _scenario_section(anchor: str, runs: Sequence[ScenarioResult]) -> str:
         if run.ok:
             continue
         parts.append(
-            f"<h3>{escape(run.persistence)}: {len(run.failures)} "
+            f"<h3>{escape(run.store)}: {len(run.failures)} "
             f"failure{'' if len(run.failures) == 1 else 's'}</h3>"
         )
         parts.append(
@@ -177,7 +177,7 @@ def report_page(
     for index, runs in enumerate(grouped.values()):
         anchor = f"scenario-{index}"
         ok = all(r.ok for r in runs)
-        backends = ", ".join(r.persistence for r in runs)
+        backends = ", ".join(r.store for r in runs)
         seconds = sum(r.seconds for r in runs)
         rows.append(
             f'<tr data-result="{"pass" if ok else "fail"}"><td><a href="#{anchor}">'
@@ -194,7 +194,7 @@ def report_page(
         f"<h1>{escape(title)}</h1>\n"
         f'<p class="summary">{escape(summary_line(results, broken))}</p>\n'
         '<table class="results"><thead><tr><th>scenario</th><th>result</th>'
-        "<th>persistence</th><th>seconds</th></tr></thead><tbody>"
+        "<th>store</th><th>seconds</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>\n"
         + "\n".join(sections)

@@ -33,7 +33,9 @@ from rich.table import Table
 from rich.text import Text
 
 from dsh_core import ScenarioFiles, parse_jsonl
+from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._foreign import foreign_agent
+from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._pending import (
     Pending,
     PendingError,
@@ -106,8 +108,12 @@ def file_diffs(pending: Pending) -> list[FileDiff]:
     names = set(pending.files) | {p.name for p in folder.glob(ScenarioFiles.CHILD_GLOB)}
     out: list[FileDiff] = []
     for name in sorted(names, key=lambda n: (n.startswith("stdout"), len(n), n)):
-        path = folder / name
-        expected = path.read_text(encoding="utf-8") if path.is_file() else ""
+        # Through the one confined open: a committed fixture that is a link is an error
+        # naming it (ConfinedPathError), never the outside file it points to.
+        try:
+            expected = fsafe.read_text(folder, name)
+        except FileNotFoundError:
+            expected = ""
         actual = pending.files.get(name, "")
         if expected != actual:
             out.append(FileDiff(name, expected.splitlines(), actual.splitlines()))
@@ -166,7 +172,7 @@ def _render(pending: Sequence[Pending], width: int) -> RenderableType:
     head = Text()
     head.append(f"{first.scenario.name}", style="bold")
     head.append(f"  ({first.scenario.path})\n", style="dim")
-    head.append(f"failed replay ({', '.join(p.persistence for p in pending)}):\n")
+    head.append(f"failed replay ({', '.join(p.store for p in pending)}):\n")
     for failure in first.failures[:5]:
         head.append(f"  {failure}\n", style="yellow")
     if _foreign_command(first.scenario) is not None:
@@ -187,27 +193,27 @@ def _acceptable(pending: Sequence[Pending]) -> Pending:
         changed = stale_inputs(one)
         if changed:
             raise PendingError(
-                f"{', '.join(changed)} changed since the failing replay ({one.persistence}) "
+                f"{', '.join(changed)} changed since the failing replay ({one.store}) "
                 f"kept its outputs; replay again (dsh-snapshot replay {scenario.path}) and "
                 "review the new ones"
             )
         own = _foreign_command(scenario)
         if one.agent != own:
             raise PendingError(
-                f"the failing replay ({one.persistence}) ran {_who(one.agent)}, but the "
+                f"the failing replay ({one.store}) ran {_who(one.agent)}, but the "
                 f"scenario runs {_who(own)} (was --agent given?); accepting would commit "
                 "another agent's outputs as its own: replay it without --agent and review"
             )
         if not one.acceptable:
             remedy = _rerecord(scenario) if own else "fix it and replay again"
             raise PendingError(
-                f"the failing replay ({one.persistence}) went wrong beyond its outputs "
+                f"the failing replay ({one.store}) went wrong beyond its outputs "
                 f"({one.failures[0] if one.failures else 'no reason kept'}); accepting would "
                 f"hide that: {remedy}"
             )
         if one.files != first.files:
             raise PendingError(
-                f"the {first.persistence} and {one.persistence} runs produced different "
+                f"the {first.store} and {one.store} runs produced different "
                 "outputs; replay again and review"
             )
     return first
@@ -221,7 +227,7 @@ def accept_pending(scenario: Scenario) -> list[str]:
 
     Raises:
         PendingError: nothing is pending, or it cannot be accepted (stale, a broken run,
-            persistences that disagree).
+            stores that disagree).
         DirtyRecordingError: the key scan flagged the outputs; nothing was written.
     """
     chosen = _acceptable(load_pending(scenario))
@@ -319,21 +325,33 @@ def no_scenarios_message(command: str, paths: Sequence[Path]) -> str | None:
     )
 
 
+def _why_not_acceptable(pending: list[Pending]) -> str:
+    """``nothing to accept: …`` when the manifest says why, else empty."""
+    try:
+        _acceptable(pending)
+    except PendingError as exc:
+        return f"nothing to accept: {exc}"
+    return ""
+
+
 def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: bool) -> int:
     counts = {"accepted": 0, "rejected": 0, "skipped": 0}
     for index, (scenario, pending) in enumerate(found, 1):
-        console.print(_render(pending, console.width))
-        if not any(p.acceptable for p in pending):
-            # A replay that went wrong beyond its outputs: there is nothing to accept, so no
-            # question; it stays failed until the scenario is fixed (or re-recorded).
-            try:
-                _acceptable(pending)
-            except PendingError as exc:
+        why: str | None = None
+        try:
+            console.print(_render(pending, console.width))
+        except ConfinedPathError as exc:
+            # A committed fixture is a link: nothing of it is shown, nothing can be accepted.
+            why = f"not reviewable: {exc}"
+        else:
+            if not any(p.acceptable for p in pending):
+                # A replay that went wrong beyond its outputs: there is nothing to accept, so
+                # no question; it stays failed until the scenario is fixed (or re-recorded).
+                why = _why_not_acceptable(pending)
+        if why is not None:
+            if why:
                 console.print(
-                    f"{scenario.name}: nothing to accept: {exc}",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
+                    f"{scenario.name}: {why}", highlight=False, markup=False, soft_wrap=True
                 )
             counts["skipped"] += 1
             ok = False

@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -96,7 +97,7 @@ class ScenarioResult:
 
     scenario: Scenario
     settings: SnapshotSettings
-    persistence: str = DEFAULT_STORE_BACKEND
+    store: str = DEFAULT_STORE_BACKEND
     ok: bool = False
     failures: list[str] = field(default_factory=list[str])
     differences: list[Difference] = field(default_factory=list[Difference])
@@ -113,6 +114,16 @@ class ScenarioResult:
     header_note: str = ""
     accepted: list[str] = field(default_factory=list[str])
     """``record-accept``: the request changes that kept their recorded answers."""
+
+    @property
+    def persistence(self) -> str:
+        """Deprecated name of ``store`` (removal in 0.3.0)."""
+        warnings.warn(
+            "ScenarioResult.persistence is deprecated, use .store (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.store
 
     @property
     def mode(self) -> Mode:
@@ -303,17 +314,17 @@ def _compare(
 def run_scenario(
     scenario: Scenario,
     settings: SnapshotSettings | None = None,
-    persistence: str = DEFAULT_STORE_BACKEND,
+    store: str = DEFAULT_STORE_BACKEND,
     agents: WarmAgents | None = None,
 ) -> ScenarioResult:
-    """Run one scenario with one persistence backend through the real agent and compare (or
+    """Run one scenario with one store backend through the real agent and compare (or
     write) its fixtures; the unit of :func:`dsh_snapshot.run`.
 
     The agent is forked from one of ``agents`` when given, else started as a fresh interpreter.
     Never raises for a scenario problem: everything that went wrong is in the result.
     """
     settings = settings or SnapshotSettings()
-    result = ScenarioResult(scenario, settings, persistence)
+    result = ScenarioResult(scenario, settings, store)
     started = time.perf_counter()
     try:
         # Links are refused before any file of the scenario is read (SECURITY.md); then a
@@ -334,7 +345,7 @@ def run_scenario(
             # scenario refused for its files is left byte for byte as it was: SECURITY.md.)
             other = foreign_agent(scenario, settings.agent)
             command = other.command if other is not None else None
-            note = keep_failure(scenario, persistence, result.failures, command)
+            note = keep_failure(scenario, store, result.failures, command)
             result.failures.extend([note] if note else [])
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
     # onto a terminal or a CI log.
@@ -346,7 +357,7 @@ def run_scenario(
 
 
 def _unrequested_server_store(name: str, settings: SnapshotSettings) -> bool:
-    if name in settings.persistences:
+    if name in settings.stores:
         return False
     try:
         return not store_backend(name).embedded
@@ -379,21 +390,24 @@ def _run(
     if findings:
         result.failures.extend(f"key scan: {f}" for f in findings)
         return
-    if _unrequested_server_store(result.persistence, settings):
+    if _unrequested_server_store(result.store, settings):
         # snapshot.yml may pin a store, but a server is a host resource the user points the
         # gate at, never a pull request: a server store runs only when asked for.
         result.failures.append(
-            f"snapshot.yml pins the server store {result.persistence!r}, which the gate "
-            f"reaches only when asked for (--persistence {result.persistence}): not run"
+            f"snapshot.yml pins the server store {result.store!r}, which the gate "
+            f"reaches only when asked for (--store {result.store}): not run"
         )
         return
+    # One bound for the whole run, however often the agent speaks (each wait has its own,
+    # --timeout): a trickling agent would otherwise hold the gate for ever (red team F8).
+    deadline = time.monotonic() + settings.run_budget
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
     # What the run stored goes with it, wherever its store keeps it (a server store's
     # namespace too, not only the folder below).
     run_scope = contextlib.ExitStack()
     try:
         cwd, root = tmp / "cwd", tmp / "sessions"
-        run_scope.enter_context(store_run(result.persistence, root))
+        run_scope.enter_context(store_run(result.store, root))
         if scenario.workspace is not None:
             copy_workspace(scenario.workspace, cwd)
         else:
@@ -406,7 +420,7 @@ def _run(
         env = {
             "TMPDIR": str(tmp / "tmp"),
             "DSH_SESSIONS_ROOT": str(root),
-            "DSH_PERSISTENCE": result.persistence,
+            "DSH_STORE": result.store,
             "DSH_LOOP_PROFILE": settings.loop or scenario.loop,
         }
         if scenario.meta is not None and scenario.meta.max_delegation_depth is not None:
@@ -435,7 +449,7 @@ def _run(
         }
         # The warm agent confines itself after its fork: a replay's model is a file, so it
         # gets no network at all; a server store must still be reached (TCP or its socket).
-        embedded = store_backend(result.persistence).embedded
+        embedded = store_backend(result.store).embedded
         confinement = ProcessConfinement(
             network=not (replaying and embedded), unix_sockets=not embedded, mode=sandbox_mode
         )
@@ -451,7 +465,7 @@ def _run(
                         scenario,
                         replaying=replaying,
                         scripted=settings.mode == "record-scripted",
-                        store=result.persistence,
+                        store=result.store,
                         tmp=tmp,
                         api_key=settings.key,
                         timeout=settings.timeout,
@@ -491,20 +505,27 @@ def _run(
             env |= dict(settings.agent_env)
             clock = scenario.meta.clock if scenario.meta is not None else None
             if model is not None:
-                agent = model.start(cwd, settings.timeout)
+                agent = model.start(cwd, settings.timeout, deadline)
             elif clock is not None:
                 # A fixed clock preloads libfaketime: a fresh interpreter, never a warm fork
                 # (a forked child keeps its parent's clock).
                 command = clock_command(clock, agent_command())
                 agent_env = agent_environment(env)
-                agent = ScenarioAgent(cwd, agent_env, settings.timeout, command=command)
+                agent = ScenarioAgent(
+                    cwd, agent_env, settings.timeout, command=command, deadline=deadline
+                )
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
                 # A scenario must not depend on what the caller exported; a replay never sees
                 # a key.
                 agent_env = agent_environment(env)
                 agent = ScenarioAgent(
-                    cwd, agent_env, settings.timeout, fork_server=server, confinement=confinement
+                    cwd,
+                    agent_env,
+                    settings.timeout,
+                    fork_server=server,
+                    confinement=confinement,
+                    deadline=deadline,
                 )
             try:
                 for step in scenario.steps:
@@ -525,7 +546,7 @@ def _run(
         if model is not None:
             parsed, agent_ids = model.logs(), normalised_ids(agent.session_ids)
         else:
-            parsed, agent_ids = harvest_logs(root, result.persistence), agent.session_ids
+            parsed, agent_ids = harvest_logs(root, result.store), agent.session_ids
         result.sessions = len(parsed)
         logs, frames = normalized_outputs(
             scenario,
@@ -554,7 +575,7 @@ def _run(
             if settings.seed_slice:  # the proof's deliberate red is nothing to review
                 agent = foreign.command if foreign is not None else None
                 note = keep_pending(
-                    scenario, result.persistence, logs, frames, result.failures, ran_clean, agent
+                    scenario, result.store, logs, frames, result.failures, ran_clean, agent
                 )
                 result.failures.extend([note] if note else [])
         elif not result.failures and _meets_expectations(scenario, result):

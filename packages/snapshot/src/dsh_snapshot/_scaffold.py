@@ -35,7 +35,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def meta_text(profile: str, description: str | None = None, loop: LoopProfile = "current") -> str:
     """A minimal ``snapshot.yml`` of a scripted recording."""
-    text = f"version: 1\nprofile: {profile}\npersistence: default\nrecording: scripted\n"
+    text = f"version: 1\nprofile: {profile}\nstore: default\nrecording: scripted\n"
     text += f"loop: {loop}\n"
     return text + (f"description: {json.dumps(description)}\n" if description else "")
 

@@ -12,21 +12,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import (
     AfterValidator,
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from dsh_core import (
@@ -113,6 +114,9 @@ class AllowEntry(BaseModel):
     reason: str = Field(min_length=8, pattern=r"\S")
 
 
+_OLD_STORE_KEYS = ("persistence", "composition")
+
+
 class SnapshotMeta(BaseModel):
     """The contents of ``snapshot.yml``."""
 
@@ -120,12 +124,7 @@ class SnapshotMeta(BaseModel):
 
     version: Literal[1]
     profile: str = Field(min_length=1)
-    persistence: str = Field(
-        default="default",
-        min_length=1,
-        # ``composition`` is the key's old name (deprecated: one setting, one name).
-        validation_alias=AliasChoices("persistence", "composition"),
-    )
+    store: str = Field(default="default", min_length=1)
     """``default`` (every store backend asked for) or one backend's name, which pins it."""
     recording: Recording
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
@@ -171,6 +170,26 @@ class SnapshotMeta(BaseModel):
             ignore_updates=self.ignore_updates,
             clock=self.clock,
         )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_store_key(cls, data: Any) -> Any:
+        # One concept, one word: the key was ``persistence`` (before that ``composition``);
+        # both are read until 0.3.0, with a warning, and ``store`` wins over them.
+        if not isinstance(data, dict):
+            return data
+        raw = cast(dict[str, Any], data)
+        old = [key for key in _OLD_STORE_KEYS if key in raw]
+        if not old:
+            return raw
+        warnings.warn(
+            f"snapshot.yml: {old[0]!r} is deprecated, write 'store' (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        fixed = {k: v for k, v in raw.items() if k not in _OLD_STORE_KEYS}
+        fixed.setdefault("store", raw[old[0]])
+        return fixed
 
     @field_validator("agent_base_url_env", "agent_env")
     @classmethod
@@ -288,11 +307,20 @@ class Scenario:
             return self.meta.loop
         return detect_loop_profile(self.session_files)
 
-    def persistences(self, requested: Sequence[str]) -> list[str]:
+    def stores(self, requested: Sequence[str]) -> list[str]:
         """The store backends to run: ``requested``, unless ``snapshot.yml`` pins one."""
-        if self.meta is None or self.meta.persistence == "default":
+        if self.meta is None or self.meta.store == "default":
             return list(requested)
-        return [self.meta.persistence]
+        return [self.meta.store]
+
+    def persistences(self, requested: Sequence[str]) -> list[str]:
+        """Deprecated name of :meth:`stores` (removal in 0.3.0)."""
+        warnings.warn(
+            "Scenario.persistences is deprecated, use Scenario.stores (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.stores(requested)
 
     def needs(self, *, recordings: bool = True, foreign: bool = False) -> list[str]:
         """What this scenario needs that we do not implement (``op X``, ``tool Y``, …);

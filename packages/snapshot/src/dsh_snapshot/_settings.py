@@ -3,10 +3,11 @@ builds it."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from dsh_core import LoopProfile
 from dsh_core.plugins import default_store_backend_names
@@ -35,7 +36,7 @@ class SnapshotSettings(BaseModel):
         mode: ``replay`` (compare only), ``refresh`` (replay, rewrite outputs), ``record``
             (live API, rewrite outputs), ``record-scripted`` (scripted model server) or
             ``record-accept`` (a foreign agent's new requests with its recorded answers).
-        persistences: the store backends (``dsh.stores`` plugin names) each scenario runs
+        stores: the store backends (``dsh.stores`` plugin names) each scenario runs
             with, unless its ``snapshot.yml`` pins one; default: every installed embedded
             backend (``dsh_core.plugins.default_store_backend_names``). The
             writing modes run the first only (outputs are written once).
@@ -43,6 +44,8 @@ class SnapshotSettings(BaseModel):
         cold: start every agent as a fresh interpreter instead of forking it from a warm,
             pre-imported one per worker (:class:`dsh_snapshot.WarmAgents`).
         timeout: seconds any single wait for the agent may take.
+        run_timeout: seconds one scenario run may take in all (an agent that speaks just
+            often enough never trips ``timeout``); ``None``: ten times ``timeout``.
         loop: the agent loop profile to run every scenario with; ``None`` takes each
             scenario's own (``snapshot.yml``, or an upstream folder's detected era).
         check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
@@ -70,10 +73,11 @@ class SnapshotSettings(BaseModel):
     paths: tuple[Path, ...] = ()
     names: tuple[str, ...] = ()
     mode: Mode = "replay"
-    persistences: tuple[str, ...] = Field(default_factory=_installed, min_length=1)
+    stores: tuple[str, ...] = Field(default_factory=_installed, min_length=1)
     jobs: int = Field(default=1, ge=1)
     cold: bool = False
     timeout: float = Field(default=60.0, gt=0)
+    run_timeout: float | None = Field(default=None, gt=0)
     loop: LoopProfile | None = None
     check: Check = "fixtures"
     allowances: Allowances | None = None
@@ -89,10 +93,41 @@ class SnapshotSettings(BaseModel):
         """Whether the model answers from the committed recordings (``replay``, ``refresh``)."""
         return self.mode in ("replay", "refresh")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_stores_name(cls, data: Any) -> Any:
+        # One concept, one word: ``persistences`` is read until 0.3.0, with a warning.
+        if isinstance(data, dict) and "persistences" in data:
+            warnings.warn(
+                "SnapshotSettings(persistences=…) is deprecated, use stores=… (removal in 0.3.0)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            raw = cast(dict[str, Any], data)
+            fixed = {k: v for k, v in raw.items() if k != "persistences"}
+            fixed.setdefault("stores", raw["persistences"])
+            return fixed
+        return cast(Any, data)
+
     @property
-    def run_persistences(self) -> tuple[str, ...]:
+    def persistences(self) -> tuple[str, ...]:
+        """Deprecated name of ``stores`` (removal in 0.3.0)."""
+        warnings.warn(
+            "SnapshotSettings.persistences is deprecated, use .stores (removal in 0.3.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.stores
+
+    @property
+    def run_stores(self) -> tuple[str, ...]:
         """The backends to run: all in ``replay``; only the first where outputs are written."""
-        return self.persistences if self.mode == "replay" else self.persistences[:1]
+        return self.stores if self.mode == "replay" else self.stores[:1]
+
+    @property
+    def run_budget(self) -> float:
+        """Seconds one scenario run may take in all (``run_timeout``, else 10 x ``timeout``)."""
+        return self.run_timeout if self.run_timeout is not None else 10 * self.timeout
 
     @property
     def key(self) -> str | None:

@@ -88,8 +88,8 @@ def _number(kind: type[int] | type[float], least: float, what: str) -> Callable[
     return parse
 
 
-def _persistences(text: str) -> list[str]:
-    """``--persistence``: comma-separated names of installed store backends (``dsh.stores``)."""
+def _stores(text: str) -> list[str]:
+    """``--store``: comma-separated names of installed store backends (``dsh.stores``)."""
     names = [c.strip() for c in text.split(",") if c.strip()]
     known = store_backend_names()
     bad = [n for n in names if n not in known]
@@ -153,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
             help="seconds any single wait for the agent may take (default 60)",
         )
         cmd.add_argument(
+            "--run-timeout",
+            type=_number(float, 0.001, "a number of seconds"),
+            default=None,
+            metavar="SECONDS",
+            help="seconds one scenario run may take in all, however often the agent speaks "
+            "(default: 10 x --timeout)",
+        )
+        cmd.add_argument(
             "--cold",
             action="store_true",
             default=cold_by_default(),
@@ -164,18 +172,18 @@ def _parser() -> argparse.ArgumentParser:
         if name == "replay":
             add_report_argument(cmd)
             cmd.add_argument(
-                "--persistence",
-                type=_persistences,
+                "--store",
+                type=_stores,
                 default=None,
                 metavar="NAMES",
                 help="comma-separated store backends (default: every installed embedded "
                 f"one, now {','.join(default_store_backend_names())}; a server store only "
                 "when named)",
             )
-            # The option's old name: one setting has one name now (snapshot.yml's key too).
-            cmd.add_argument(
-                "--composition", type=_persistences, default=None, help=argparse.SUPPRESS
-            )
+            # The option's old names: one concept, one word, "store" (snapshot.yml's key too);
+            # deprecated, removed in 0.3.0.
+            for old in _OLD_STORE_OPTIONS:
+                cmd.add_argument(old, type=_stores, default=None, help=argparse.SUPPRESS)
         if name == "record":
             how = cmd.add_mutually_exclusive_group()
             how.add_argument(
@@ -315,13 +323,14 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         fields |= {
             "jobs": cast(int, args.jobs),
             "timeout": cast(float, args.timeout),
+            "run_timeout": cast(float | None, args.run_timeout),
             "cold": cast(bool, args.cold),
             "agent": cast(ForeignAgent | None, getattr(args, "foreign_agent", None)),
         }
     if command == "replay":
-        chosen = _chosen_persistences(args)
+        chosen = _chosen_stores(args)
         if chosen:  # else the settings' default: every installed embedded backend
-            fields["persistences"] = tuple(chosen)
+            fields["stores"] = tuple(chosen)
     elif command == "refresh":
         fields["mode"] = "refresh"
     elif command == "record":
@@ -410,12 +419,19 @@ def _run(
     return 0 if all(r.ok for r in results) else _EXIT_FAILED
 
 
-def _chosen_persistences(ns: argparse.Namespace) -> list[str] | None:
-    chosen = cast(list[str] | None, ns.persistence)
-    old = cast(list[str] | None, ns.composition)
-    if old is not None:
-        print("dsh-snapshot: --composition is deprecated, use --persistence", file=sys.stderr)
-        chosen = chosen or old
+_OLD_STORE_OPTIONS = ("--persistence", "--composition")
+
+
+def _chosen_stores(ns: argparse.Namespace) -> list[str] | None:
+    chosen = cast(list[str] | None, ns.store)
+    for option in _OLD_STORE_OPTIONS:
+        old = cast(list[str] | None, getattr(ns, option.lstrip("-")))
+        if old is not None:
+            print(
+                f"dsh-snapshot: {option} is deprecated (removal in 0.3.0), use --store",
+                file=sys.stderr,
+            )
+            chosen = chosen or old
     return chosen
 
 

@@ -28,6 +28,13 @@ __all__ = ["ScenarioFolder", "ScenarioItem", "ScenarioTree"]
 _MODES = ("replay", "refresh", "record")
 
 
+_OLD_STORE_OPTIONS = ("--dsh-persistence", "--dsh-composition")
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dsh-snapshot")
     group.addoption(
@@ -37,13 +44,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="collect scenario folders (holding input.json) as tests",
     )
     group.addoption(
-        "--dsh-persistence",
+        "--dsh-store",
         default=None,
         help="comma-separated store backends per scenario (default: every installed "
         "embedded one; a server store only when named)",
     )
-    # The option's old name: one setting has one name now (snapshot.yml's key too).
-    group.addoption("--dsh-composition", default=None, help=argparse.SUPPRESS)
+    # The option's old names: one concept, one word, "store" (snapshot.yml's key too);
+    # deprecated, removed in 0.3.0.
+    for old in _OLD_STORE_OPTIONS:
+        group.addoption(old, default=None, help=argparse.SUPPRESS)
     group.addoption(
         "--dsh-cold",
         action="store_true",
@@ -105,11 +114,12 @@ def pytest_configure(config: pytest.Config) -> None:
         roots = _ScenarioRoots(config)
         config.pluginmanager.register(roots, _TREE)
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
-        if config.getoption("dsh_composition") is not None:
-            print(
-                "dsh-snapshot: --dsh-composition is deprecated, use --dsh-persistence",
-                file=sys.stderr,
-            )
+        for old in _OLD_STORE_OPTIONS:
+            if config.getoption(_dest(old)) is not None:
+                print(
+                    f"dsh-snapshot: {old} is deprecated (removal in 0.3.0), use --dsh-store",
+                    file=sys.stderr,
+                )
         config.pluginmanager.register(_WarmPool(config), _WARM_POOL)
 
 
@@ -268,22 +278,21 @@ class ScenarioFolder(pytest.Directory):
 
         known = store_backend_names()
         # a server store (postgres) runs only when asked for: the default needs no server
-        chosen = _chosen_persistences(self.config) or default_store_backend_names()
+        chosen = _chosen_stores(self.config) or default_store_backend_names()
         if mode != "replay":
             chosen = [DEFAULT_STORE_BACKEND]  # outputs are written once, from one run
-        for persistence in scenario.persistences(chosen):
-            if persistence not in known:
+        for store in scenario.stores(chosen):
+            if store not in known:
                 raise pytest.UsageError(
-                    f"--dsh-persistence: unknown store backend {persistence!r}; "
-                    f"choose from {', '.join(known)}"
+                    f"--dsh-store: unknown store backend {store!r}; choose from {', '.join(known)}"
                 )
             yield ScenarioItem.from_parent(  # pyright: ignore[reportUnknownMemberType]
                 self,
                 # pytest prints item names raw (failure headers, the summary): a profile from
                 # snapshot.yml could retitle or clear the terminal (red team F12).
-                name=_shown_item(f"{scenario.name}[{persistence}]"),
+                name=_shown_item(f"{scenario.name}[{store}]"),
                 scenario=scenario,
-                persistence=persistence,
+                store=store,
                 mode=mode,
             )
 
@@ -294,9 +303,10 @@ def _shown_item(name: str) -> str:
     return clean(name)
 
 
-def _chosen_persistences(config: pytest.Config) -> list[str]:
-    text = config.getoption("dsh_persistence")
-    text = text or config.getoption("dsh_composition")
+def _chosen_stores(config: pytest.Config) -> list[str]:
+    text = config.getoption("dsh_store")
+    for old in _OLD_STORE_OPTIONS:
+        text = text or config.getoption(_dest(old))
     return [c.strip() for c in str(text or "").split(",") if c.strip()]
 
 
@@ -316,10 +326,10 @@ def _preflight_once() -> None:
 class ScenarioItem(pytest.Item):
     """Run one scenario with one store backend in the mode ``DSH_SNAPSHOT`` names."""
 
-    def __init__(self, *, scenario: Any, persistence: str, mode: str, **kwargs: Any) -> None:
+    def __init__(self, *, scenario: Any, store: str, mode: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self.scenario = scenario
-        self.persistence = persistence
+        self.store = store
         self.mode = mode
 
     def runtest(self) -> None:
@@ -343,7 +353,7 @@ class ScenarioItem(pytest.Item):
         settings = SnapshotSettings.model_validate(
             {
                 "mode": self.mode,
-                "persistences": (self.persistence,),
+                "stores": (self.store,),
                 "timeout": float(str(self.config.getoption("dsh_timeout"))),
                 "cold": pool.cold,
                 "api_key": api_key,

@@ -38,7 +38,7 @@ __all__ = [
     "write",
 ]
 
-META = "version: 1\nprofile: sdk\npersistence: jsonl\nrecording: scripted\n"
+META = "version: 1\nprofile: sdk\nstore: jsonl\nrecording: scripted\n"
 INPUT = {"steps": [{"op": "initialize"}, {"op": "newSession"}, {"op": "prompt", "text": "go"}]}
 
 

@@ -1,4 +1,4 @@
-"""Round trip: recorded chunk lists → scripted server → DeepSeekClient → the same chunks.
+"""Round trip: recorded chunk lists → scripted server → ChatClient → the same chunks.
 
 The snapshot tier relies on this: a script derived from a recording, served by the scripted
 server, must come back out of the real client exactly as it was recorded.
@@ -15,10 +15,10 @@ import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
 from dsh_core.testing import corpus_unavailable, upstream_corpus
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_scripted_server import ScriptedModelServer
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 # The path setting of the compatibility corpus (DESIGN §9): DSH_UPSTREAM_CORPUS, defaulting to
 # ../shared/upstream-corpus next to the checkout.
@@ -65,7 +65,7 @@ async def test_june_chunk_lists_round_trip(
         pytest.skip(f"{log} has no assistant/chunk events")
     with ScriptedModelServer() as server:
         server.add_session(groups)
-        async with DeepSeekClient(make_settings(server.base_url, max_retries=0)) as client:
+        async with ChatClient(make_settings(server.base_url, max_retries=0)) as client:
             for step, expected in enumerate(groups, 1):
                 request = ModelRequest(
                     session_id=f"replayed-{log.parent.name}", messages=[], step=step

@@ -10,12 +10,12 @@ from collections.abc import Callable
 import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
+from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_scripted_server import Fault, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 OK: list[Chunk] = [
     {"type": "block-start", "index": 0, "blockType": "text"},
@@ -36,7 +36,7 @@ def _error_texts(error: BaseException) -> list[str]:
     # Locals of the library's frames (the test's own frame holds the key on purpose).
     tb = error.__traceback__
     while tb is not None:
-        if "dsh_llm_deepseek" in tb.tb_frame.f_code.co_filename:
+        if "dsh_llm_openai" in tb.tb_frame.f_code.co_filename:
             out.extend(
                 f"{tb.tb_frame.f_code.co_name}: {k}={v!r}" for k, v in tb.tb_frame.f_locals.items()
             )
@@ -51,7 +51,7 @@ async def test_key_never_leaks(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    for name in ("httpx", "httpcore", "dsh_llm_deepseek", "tenacity"):
+    for name in ("httpx", "httpcore", "dsh_llm_openai", "tenacity"):
         caplog.set_level(logging.DEBUG, logger=name)
     # A server that echoes the key in its error message must not get it into ours.
     server.add_session(
@@ -70,7 +70,7 @@ async def test_key_never_leaks(
         repr(settings.model_dump()),
     ]
     errors: list[ModelError] = []
-    async with DeepSeekClient(settings) as client:
+    async with ChatClient(settings) as client:
         texts += [repr(client), str(client)]
         request = ModelRequest(session_id="k", messages=[])
         assert [c async for c in client.stream(request)] == OK

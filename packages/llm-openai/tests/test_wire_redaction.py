@@ -16,13 +16,13 @@ import pytest
 from pydantic import SecretStr
 
 from dsh_core import Chunk, ModelError, ModelRequest
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import Fault, Response, ScriptedModelServer
+from dsh_llm_openai import ChatClient, ChatSettings
 from dsh_llm_openai._redact import REDACTED, Redactor
+from dsh_scripted_server import Fault, Response, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 TEXT: list[Chunk] = [
     {"type": "block-start", "index": 0, "blockType": "text"},
@@ -64,11 +64,9 @@ async def _drain(stream: AsyncIterator[Chunk], into: list[Chunk]) -> None:
         into.append(chunk)
 
 
-async def _fail(
-    script: list[Response], settings_for: Callable[[str], DeepSeekSettings]
-) -> ModelError:
+async def _fail(script: list[Response], settings_for: Callable[[str], ChatSettings]) -> ModelError:
     with ScriptedModelServer([script]) as server:
-        async with DeepSeekClient(settings_for(server.base_url)) as client:
+        async with ChatClient(settings_for(server.base_url)) as client:
             with pytest.raises(ModelError) as info:
                 await _drain(client.stream(ModelRequest(session_id="s", messages=[])), [])
     return info.value
@@ -108,7 +106,7 @@ async def test_an_error_event_in_the_stream_echoing_the_key(
     )
     assert error.code == "SERVER"
     assert error.message == (
-        f"DeepSeek API error (in stream): key {REDACTED} (also {REDACTED}) over quota"
+        f"Model API error (in stream): key {REDACTED} (also {REDACTED}) over quota"
     )
     shown = _everything_shown(error)
     assert _leaks(shown, key) == []
@@ -119,7 +117,7 @@ async def test_exception_chains_and_logs_hold_no_key(
     make_settings: SettingsFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    for name in ("httpx", "httpcore", "dsh_llm_deepseek", "tenacity"):
+    for name in ("httpx", "httpcore", "dsh_llm_openai", "tenacity"):
         caplog.set_level(logging.DEBUG, logger=name)
     key = _fake_key()
     errors: list[ModelError] = []
@@ -129,7 +127,7 @@ async def test_exception_chains_and_logs_hold_no_key(
     ]
     with ScriptedModelServer([script, [Fault.drop_after(0)] * 2]) as server:
         settings = make_settings(server.base_url, api_key=SecretStr(key), max_retries=1)
-        async with DeepSeekClient(settings) as client:
+        async with ChatClient(settings) as client:
             for session in ("a", "b"):
                 try:
                     await _drain(client.stream(ModelRequest(session_id=session, messages=[])), [])

@@ -3,7 +3,7 @@ stream chunks, as conformance cases for :class:`ChunkMapper` (and :func:`finish_
 finish-reason classification). Ledger: COMPATIBILITY.md § "Upstream unit tests".
 
 Deliberate differences (not ported): a stream with no ``finish_reason`` is a ``PROTOCOL``
-error in ours, not a silent ``stop`` (``test_deepseek_retries.py``); a new tool call without an
+error in ours, not a silent ``stop`` (``test_wire_retries.py``); a new tool call without an
 ``id`` is a ``PROTOCOL`` error, since its result could not be paired with it.
 """
 

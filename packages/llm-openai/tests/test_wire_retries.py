@@ -10,12 +10,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from dsh_core import Chunk, ModelError, ModelRequest
-from dsh_llm_deepseek import DeepSeekClient, DeepSeekSettings
-from dsh_llm_deepseek.testing import Fault, Pause, ScriptedModelServer
+from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_scripted_server import Fault, Pause, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
-SettingsFactory = Callable[..., DeepSeekSettings]
+SettingsFactory = Callable[..., ChatSettings]
 
 SCRIPT: list[Chunk] = [
     {"type": "block-start", "index": 0, "blockType": "text"},
@@ -29,7 +29,7 @@ SCRIPT: list[Chunk] = [
 ]
 
 
-async def collect(client: DeepSeekClient, session_id: str = "s-1") -> list[Chunk]:
+async def collect(client: ChatClient[ChatSettings], session_id: str = "s-1") -> list[Chunk]:
     return [c async for c in client.stream(ModelRequest(session_id=session_id, messages=[]))]
 
 
@@ -43,7 +43,7 @@ async def test_429_waits_for_retry_after_then_succeeds(
 ) -> None:
     server.add_session([Fault.status(429, retry_after=0.4), SCRIPT])
     # A large back-off would hide whether Retry-After was honoured: keep it tiny.
-    async with DeepSeekClient(make_settings(server.base_url, retry_base_wait=0.0)) as client:
+    async with ChatClient(make_settings(server.base_url, retry_base_wait=0.0)) as client:
         assert await collect(client) == SCRIPT
     first, second = server.requests
     assert (first.status, second.status) == (429, 200)
@@ -55,7 +55,7 @@ async def test_retry_after_is_capped_by_settings(
 ) -> None:
     server.add_session([Fault.status(429, retry_after=3600), SCRIPT])
     settings = make_settings(server.base_url, max_retry_after=0.05)
-    async with DeepSeekClient(settings) as client:
+    async with ChatClient(settings) as client:
         assert await collect(client) == SCRIPT
     assert [r.status for r in server.requests] == [429, 200]
 
@@ -64,11 +64,11 @@ async def test_429_until_retries_run_out_is_rate_limit(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.status(429, retry_after=0, message="slow down")] * 3)
-    async with DeepSeekClient(make_settings(server.base_url, max_retries=2)) as client:
+    async with ChatClient(make_settings(server.base_url, max_retries=2)) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert (info.value.code, info.value.status) == ("RATE_LIMIT", 429)
-    assert info.value.message == "DeepSeek API error (HTTP 429): slow down"
+    assert info.value.message == "Model API error (HTTP 429): slow down"
     assert len(server.requests) == 3
 
 
@@ -76,7 +76,7 @@ async def test_500_is_retried_then_succeeds(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.status(500), Fault.status(503), SCRIPT])
-    async with DeepSeekClient(make_settings(server.base_url)) as client:
+    async with ChatClient(make_settings(server.base_url)) as client:
         assert await collect(client) == SCRIPT
     assert [r.status for r in server.requests] == [500, 503, 200]
 
@@ -85,7 +85,7 @@ async def test_503_retry_after_is_honoured(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.status(503, retry_after=0.3), SCRIPT])
-    async with DeepSeekClient(make_settings(server.base_url, retry_base_wait=0.0)) as client:
+    async with ChatClient(make_settings(server.base_url, retry_base_wait=0.0)) as client:
         assert await collect(client) == SCRIPT
     first, second = server.requests
     assert second.received_at - first.received_at >= 0.3
@@ -95,11 +95,11 @@ async def test_500_until_retries_run_out_is_server(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.status(500, message="boom")] * 4)
-    async with DeepSeekClient(make_settings(server.base_url, max_retries=3)) as client:
+    async with ChatClient(make_settings(server.base_url, max_retries=3)) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert (info.value.code, info.value.status) == ("SERVER", 500)
-    assert str(info.value) == "DeepSeek API error (HTTP 500): boom"
+    assert str(info.value) == "Model API error (HTTP 500): boom"
     assert len(server.requests) == 4
     server.assert_consumed()
 
@@ -112,11 +112,11 @@ async def test_other_4xx_fail_at_once(
     status: int, code: str, server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.status(status, message="Authentication Fails"), SCRIPT])
-    async with DeepSeekClient(make_settings(server.base_url)) as client:
+    async with ChatClient(make_settings(server.base_url)) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert (info.value.code, info.value.status) == (code, status)
-    assert info.value.message == f"DeepSeek API error (HTTP {status}): Authentication Fails"
+    assert info.value.message == f"Model API error (HTTP {status}): Authentication Fails"
     assert len(server.requests) == 1
 
 
@@ -125,7 +125,7 @@ async def test_drop_mid_stream_is_not_retried(
 ) -> None:
     server.add_session([Fault.drop_after(2), SCRIPT])
     received: list[Chunk] = []
-    async with DeepSeekClient(make_settings(server.base_url)) as client:
+    async with ChatClient(make_settings(server.base_url)) as client:
         with pytest.raises(ModelError) as info:
             await drain(client.stream(ModelRequest(session_id="d", messages=[])), received)
     assert info.value.code == "NETWORK"
@@ -138,7 +138,7 @@ async def test_drop_before_any_chunk_is_retried(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.drop_after(0), SCRIPT])
-    async with DeepSeekClient(make_settings(server.base_url)) as client:
+    async with ChatClient(make_settings(server.base_url)) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 2
 
@@ -148,7 +148,7 @@ async def test_slow_first_byte_times_out_and_is_retried(
 ) -> None:
     server.add_session([Fault.slow_first_byte(30.0), SCRIPT])
     settings = make_settings(server.base_url, stream_idle_timeout=1.0)
-    async with DeepSeekClient(settings) as client:
+    async with ChatClient(settings) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 2
 
@@ -157,7 +157,7 @@ async def test_slow_first_byte_within_timeout_is_served(
     server: ScriptedModelServer, make_settings: SettingsFactory
 ) -> None:
     server.add_session([Fault.slow_first_byte(0.1, SCRIPT)])
-    async with DeepSeekClient(make_settings(server.base_url, stream_idle_timeout=5)) as client:
+    async with ChatClient(make_settings(server.base_url, stream_idle_timeout=5)) as client:
         assert await collect(client) == SCRIPT
     assert len(server.requests) == 1
 
@@ -167,7 +167,7 @@ async def test_slow_first_byte_every_time_is_timeout(
 ) -> None:
     server.add_session([Fault.slow_first_byte(5.0)] * 2)
     settings = make_settings(server.base_url, stream_idle_timeout=0.1, max_retries=1)
-    async with DeepSeekClient(settings) as client:
+    async with ChatClient(settings) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert info.value.code == "TIMEOUT"
@@ -183,7 +183,7 @@ def _closed_port() -> int:
 
 async def test_connection_refused_is_network_after_retries(make_settings: SettingsFactory) -> None:
     settings = make_settings(f"http://127.0.0.1:{_closed_port()}", max_retries=1)
-    async with DeepSeekClient(settings) as client:
+    async with ChatClient(settings) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert info.value.code == "NETWORK"
@@ -253,23 +253,23 @@ _DELTA = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason"
 async def test_malformed_streams_are_protocol_errors(
     body: bytes, reason: str, raw_server: Callable[[bytes], str], make_settings: SettingsFactory
 ) -> None:
-    async with DeepSeekClient(make_settings(raw_server(body))) as client:
+    async with ChatClient(make_settings(raw_server(body))) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert info.value.code == "PROTOCOL"
-    assert info.value.message.startswith(f"DeepSeek API error (malformed stream): {reason}")
+    assert info.value.message.startswith(f"Model API error (malformed stream): {reason}")
 
 
 async def test_error_event_in_stream(
     raw_server: Callable[[bytes], str], make_settings: SettingsFactory
 ) -> None:
     body = _DELTA + b'data: {"error": {"message": "overloaded"}}\n\n'
-    async with DeepSeekClient(make_settings(raw_server(body))) as client:
+    async with ChatClient(make_settings(raw_server(body))) as client:
         with pytest.raises(ModelError) as info:
             await collect(client)
     assert (info.value.code, info.value.message) == (
         "SERVER",
-        "DeepSeek API error (in stream): overloaded",
+        "Model API error (in stream): overloaded",
     )
 
 
@@ -284,7 +284,7 @@ async def test_openai_style_usage_and_content_filter(
         b'"prompt_tokens_details":{"cached_tokens":60}}}\n\n' + b"data: [DONE]"
     )  # no blank line after the last event
     chunks: list[Chunk] = []
-    async with DeepSeekClient(make_settings(raw_server(body))) as client:
+    async with ChatClient(make_settings(raw_server(body))) as client:
         with pytest.raises(ModelError) as info:
             await drain(client.stream(ModelRequest(session_id="s-1", messages=[])), chunks)
     # The content filter ends the turn with a clear error, after what streamed and its usage.
@@ -307,7 +307,7 @@ async def test_read_timeout_after_the_first_chunk_is_not_retried(
     stall = Pause()  # never released: the server goes quiet after the first delta
     server.add_session([[*SCRIPT[:2], stall, *SCRIPT[2:]], SCRIPT])
     received: list[Chunk] = []
-    async with DeepSeekClient(make_settings(server.base_url, stream_idle_timeout=0.5)) as client:
+    async with ChatClient(make_settings(server.base_url, stream_idle_timeout=0.5)) as client:
         with pytest.raises(ModelError) as info:
             await drain(client.stream(ModelRequest(session_id="t", messages=[])), received)
     assert info.value.code == "TIMEOUT"

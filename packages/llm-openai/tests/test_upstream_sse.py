@@ -5,7 +5,7 @@ COMPATIBILITY.md § "Upstream unit tests".
 
 Upstream ends a stream at ``[DONE]`` and calls a stream without it ``STREAM_CLOSED``; ours
 ends it at ``[DONE]`` or at the body's end once a ``finish_reason`` arrived, and a body that
-ends before one is a ``PROTOCOL`` error (``test_deepseek_retries.py``).
+ends before one is a ``PROTOCOL`` error (``test_wire_retries.py``).
 """
 
 from __future__ import annotations
