@@ -295,3 +295,16 @@ def test_find_recordings_tells_kinds_apart(tmp_path: Path) -> None:
     tree = load_tree(proxy)
     assert [n.label for n in tree.walk()] == ["abc.jsonl"]
     assert tree.notes == []
+
+
+def test_a_long_text_is_folded_to_its_first_lines_in_html() -> None:
+    # Qwen Code's first message is its whole context (date, OS, cwd, folder listing).
+    folder = SNAPSHOTS.parent / "tests" / "third_party" / "scenarios" / "qwen-plain"
+    page = trees_page([load_tree(folder)])
+    folded = re.search(r'<details class="msg prompt folded"><summary>(.*?)</summary>', page, re.S)
+    assert folded is not None
+    assert "This is the Qwen Code." in folded.group(1)
+    assert "Showing up to 20 items" not in folded.group(1)  # past the first lines
+    assert "click to show all" in folded.group(1)
+    assert "Showing up to 20 items" in page  # all of it, one click away
+    assert '<div class="msg final"><b>final:</b> PONG</div>' in page  # short: as it is

@@ -321,6 +321,15 @@ def _refresh_discovery(world: World, link: Callable[[World], Path | str]) -> lis
     return ["refresh", str(world.box.scenarios), "--jobs", "1", "--timeout", "30"]
 
 
+def _trickle(world: World) -> list[str]:
+    """Recorded commands that each take less than --timeout but more than the run's budget in
+    all: the agent always speaks again before a single wait ends (red team F8)."""
+    calls = [tool_call("sleep 1.2; echo tick", f"call_{i}") for i in range(6)]
+    log = session_log(*calls, said("done"))
+    folder = world.box.scenario("trickle", {"session.jsonl": log})
+    return [*_replay(folder)[:-2], "--timeout", "5", "--run-timeout", "3"]
+
+
 def _wide_tree(world: World) -> list[str]:
     """A tree too large to walk within --timeout (2,000 folders, no scenario among them)."""
     wide = world.box.scenarios / "wide"
@@ -558,6 +567,12 @@ CASES = [
         code=1,
     ),
     Case(
+        "run-timeout-bounds-an-agent-that-keeps-speaking",
+        _trickle,
+        expect=("the run reached its deadline",),
+        code=1,
+    ),
+    Case(
         "discovery-of-a-huge-tree-ends-within-the-timeout",
         _wide_tree,
         expect=("discovery did not finish within --timeout 0.001 s",),
@@ -778,6 +793,7 @@ def test_the_catalogue_covers_every_class() -> None:
         "dotenv",
         "pending",
         "discovery",
+        "run-timeout",
         "readyfile",
         "launcher",
         "network",

@@ -58,6 +58,7 @@ class ScenarioAgent:
         command: start this agent instead of ``dsh-acp-agent`` (a foreign ACP agent).
         pass_fds: descriptors ``command`` inherits (its sandbox's).
         confinement: how a warm (forked) agent confines itself after the fork.
+        deadline: ``time.monotonic()`` by which the whole run must be over (``--run-timeout``).
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class ScenarioAgent:
         command: Sequence[str] | None = None,
         pass_fds: Sequence[int] = (),
         confinement: ProcessConfinement | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.cwd = cwd
         self.acp = testing.AgentProcess(
@@ -81,6 +83,7 @@ class ScenarioAgent:
             fork_server=fork_server,
             pass_fds=pass_fds,
             confinement=confinement,
+            deadline=deadline,
         )
 
     @property

@@ -240,7 +240,7 @@ class ForeignModel:
         """What the agent's base-URL variable holds: the run's route on the proxy."""
         return self.route.base_url
 
-    def start(self, cwd: Path, timeout: float) -> ScenarioAgent:
+    def start(self, cwd: Path, timeout: float, deadline: float | None = None) -> ScenarioAgent:
         """Start the agent (always a fresh process: it is not ours to fork warm) in the sandbox
         our ``bash`` tool runs in (SECURITY.md): the host read-only, only the run's cwd and a
         private home and temp dir writable, no terminal, nothing outliving it, and a network of
@@ -264,7 +264,7 @@ class ForeignModel:
         self.confined.append(confined)
         try:
             return ScenarioAgent(cwd, confined.env, timeout, command=confined.argv,
-                                pass_fds=confined.pass_fds)  # fmt: skip
+                                 pass_fds=confined.pass_fds, deadline=deadline)  # fmt: skip
         finally:
             confined.started()
 

@@ -67,6 +67,7 @@ li.seed-boundary { color: var(--seed); border-top: 2px dashed var(--seed); margi
 .msg b { color: var(--muted); font-weight: 500; }
 .tool { color: #8250df; margin-left: 12px; } .tool.error { color: var(--fail); }
 details > summary { cursor: pointer; }
+.msg.folded .more { color: var(--muted); display: block; }
 .hint { color: var(--muted); }
 .calls { color: var(--muted); font-size: 12px; margin-left: 12px; }
 """
@@ -83,8 +84,22 @@ def page(title: str, body: str) -> str:
     )
 
 
+# A text longer than this many lines or characters is folded to its first lines (a foreign
+# agent's 20 KB context message would bury the tree); the rest opens on a click.
+FOLD_LINES = 3
+FOLD_CHARS = 400
+
+
 def _message(kind: str, text: str) -> str:
-    return f'<div class="msg {kind}"><b>{kind}:</b> {escape(text)}</div>'
+    lines = text.splitlines()
+    if len(lines) <= FOLD_LINES and len(text) <= FOLD_CHARS:
+        return f'<div class="msg {kind}"><b>{kind}:</b> {escape(text)}</div>'
+    head = "\n".join(lines[:FOLD_LINES])[:FOLD_CHARS]
+    more = f"… ({len(lines)} lines, {len(text):,} characters: click to show all)"
+    return (
+        f'<details class="msg {kind} folded"><summary><b>{kind}:</b> {escape(head)}'
+        f'<span class="more">{escape(more)}</span></summary>{escape(text)}</details>'
+    )
 
 
 def _turn_html(turn: TurnView) -> str:

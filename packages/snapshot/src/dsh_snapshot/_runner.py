@@ -398,6 +398,9 @@ def _run(
             f"reaches only when asked for (--store {result.store}): not run"
         )
         return
+    # One bound for the whole run, however often the agent speaks (each wait has its own,
+    # --timeout): a trickling agent would otherwise hold the gate for ever (red team F8).
+    deadline = time.monotonic() + settings.run_budget
     tmp = Path(tempfile.mkdtemp(prefix="dsh-snap-")).resolve()
     # What the run stored goes with it, wherever its store keeps it (a server store's
     # namespace too, not only the folder below).
@@ -502,20 +505,27 @@ def _run(
             env |= dict(settings.agent_env)
             clock = scenario.meta.clock if scenario.meta is not None else None
             if model is not None:
-                agent = model.start(cwd, settings.timeout)
+                agent = model.start(cwd, settings.timeout, deadline)
             elif clock is not None:
                 # A fixed clock preloads libfaketime: a fresh interpreter, never a warm fork
                 # (a forked child keeps its parent's clock).
                 command = clock_command(clock, agent_command())
                 agent_env = agent_environment(env)
-                agent = ScenarioAgent(cwd, agent_env, settings.timeout, command=command)
+                agent = ScenarioAgent(
+                    cwd, agent_env, settings.timeout, command=command, deadline=deadline
+                )
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
                 # A scenario must not depend on what the caller exported; a replay never sees
                 # a key.
                 agent_env = agent_environment(env)
                 agent = ScenarioAgent(
-                    cwd, agent_env, settings.timeout, fork_server=server, confinement=confinement
+                    cwd,
+                    agent_env,
+                    settings.timeout,
+                    fork_server=server,
+                    confinement=confinement,
+                    deadline=deadline,
                 )
             try:
                 for step in scenario.steps:

@@ -44,6 +44,8 @@ class SnapshotSettings(BaseModel):
         cold: start every agent as a fresh interpreter instead of forking it from a warm,
             pre-imported one per worker (:class:`dsh_snapshot.WarmAgents`).
         timeout: seconds any single wait for the agent may take.
+        run_timeout: seconds one scenario run may take in all (an agent that speaks just
+            often enough never trips ``timeout``); ``None``: ten times ``timeout``.
         loop: the agent loop profile to run every scenario with; ``None`` takes each
             scenario's own (``snapshot.yml``, or an upstream folder's detected era).
         check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
@@ -75,6 +77,7 @@ class SnapshotSettings(BaseModel):
     jobs: int = Field(default=1, ge=1)
     cold: bool = False
     timeout: float = Field(default=60.0, gt=0)
+    run_timeout: float | None = Field(default=None, gt=0)
     loop: LoopProfile | None = None
     check: Check = "fixtures"
     allowances: Allowances | None = None
@@ -120,6 +123,11 @@ class SnapshotSettings(BaseModel):
     def run_stores(self) -> tuple[str, ...]:
         """The backends to run: all in ``replay``; only the first where outputs are written."""
         return self.stores if self.mode == "replay" else self.stores[:1]
+
+    @property
+    def run_budget(self) -> float:
+        """Seconds one scenario run may take in all (``run_timeout``, else 10 x ``timeout``)."""
+        return self.run_timeout if self.run_timeout is not None else 10 * self.timeout
 
     @property
     def key(self) -> str | None:

@@ -153,6 +153,14 @@ def _parser() -> argparse.ArgumentParser:
             help="seconds any single wait for the agent may take (default 60)",
         )
         cmd.add_argument(
+            "--run-timeout",
+            type=_number(float, 0.001, "a number of seconds"),
+            default=None,
+            metavar="SECONDS",
+            help="seconds one scenario run may take in all, however often the agent speaks "
+            "(default: 10 x --timeout)",
+        )
+        cmd.add_argument(
             "--cold",
             action="store_true",
             default=cold_by_default(),
@@ -315,6 +323,7 @@ def _settings(args: argparse.Namespace) -> SnapshotSettings:
         fields |= {
             "jobs": cast(int, args.jobs),
             "timeout": cast(float, args.timeout),
+            "run_timeout": cast(float | None, args.run_timeout),
             "cold": cast(bool, args.cold),
             "agent": cast(ForeignAgent | None, getattr(args, "foreign_agent", None)),
         }

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,9 @@ class AgentProcess:
             :class:`dsh_core.ConfinedCommand`).
         confinement: how a forked child confines itself (see
             :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``).
+        deadline: ``time.monotonic()`` by which everything must be over, however often the
+            agent speaks (each wait is cut to it; past it a wait fails); ``None``: no bound
+            but the per-wait ones.
 
     Attributes:
         process: the subprocess.
@@ -115,10 +119,12 @@ class AgentProcess:
         fork_server: AgentForkServer | None = None,
         pass_fds: Sequence[int] = (),
         confinement: ProcessConfinement | None = None,
+        deadline: float | None = None,
     ) -> None:
         argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
         self.timeout = timeout
         self.start_timeout = start_timeout
+        self.deadline = deadline
         self.frames: list[JsonObject] = []
         self.stray_lines: list[str] = []
         self.session_ids: list[str] = []
@@ -247,9 +253,27 @@ class AgentProcess:
             if _answers(frame, request_id):
                 return None
 
+    def _cut(self, wait: float, waiting_for: str) -> float:
+        """``wait``, cut to what is left before the deadline.
+
+        Raises:
+            AgentProcessError: the deadline has passed.
+        """
+        if self.deadline is None:
+            return wait
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise AgentProcessError(
+                f"the run reached its deadline while waiting for {waiting_for} (the agent kept "
+                f"speaking, never finishing); stderr: {self.stderr_tail()}"
+            )
+        return min(wait, left)
+
     def _next_frame(self, waiting_for: str) -> JsonObject:
         wait = self.timeout if self.frames else max(self.timeout, self.start_timeout)
+        wait = self._cut(wait, waiting_for)
         if not self._wait_until(lambda: self._cursor < len(self.frames) or self._eof, wait):
+            self._cut(wait, waiting_for)  # the deadline, if that is what ended the wait
             raise AgentProcessError(
                 f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self.stderr_tail()}"
             )
@@ -340,7 +364,12 @@ class AgentProcess:
         # Each wait is for the next line, as everywhere else: a slow but live agent may go on.
         while not self._eof:
             seen = self._lines_read()
-            if not self._wait_until(functools.partial(self._moved_on, seen), self.timeout):
+            try:
+                wait = self._cut(self.timeout, "the agent to exit")
+            except AgentProcessError:
+                self.kill()
+                raise
+            if not self._wait_until(functools.partial(self._moved_on, seen), wait):
                 self.kill()
                 raise AgentProcessError(failure + self.stderr_tail())
         try:
