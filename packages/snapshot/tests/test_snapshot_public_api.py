@@ -79,6 +79,7 @@ _PUBLIC: dict[str, list[str]] = {
     "dsh_snapshot.pytest_plugin": [
         "ScenarioFolder",
         "ScenarioItem",
+        "ScenarioTree",
     ],
     "dsh_snapshot.schemas": [
         "SCHEMA_DIR",

@@ -62,6 +62,7 @@ from dsh_core._events import (
     user_message,
 )
 from dsh_core._jsondepth import MAX_JSON_DEPTH, JsonDepthError, json_depth, loads_bounded
+from dsh_core._lazy import Deprecated, lazy_exports
 from dsh_core._live_guard import (
     ModelRequestsDisabledError,
     check_model_request,
@@ -295,6 +296,9 @@ __all__ = [
     "StoreVersionError",
     # files
     "ScenarioFiles",
+    # package plumbing: names imported on first use, deprecated aliases
+    "Deprecated",
+    "lazy_exports",
     "atomic_write",
     # normalisation (comparing runs)
     "CWD",

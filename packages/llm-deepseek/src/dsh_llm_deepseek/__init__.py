@@ -17,9 +17,9 @@ loopback. Test suites and replay runs turn it off.
 0.3.0).
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dsh_core import lazy_exports
 from dsh_llm_deepseek._settings import (
     DEFAULT_MODEL,
     PROVIDER,
@@ -73,16 +73,12 @@ __all__ = [
 
 # The client and preflight import httpx and tenacity (~0.25 s); a replayed agent needs only
 # the settings (what it would send), so those load on first use.
-_LAZY = {
-    "DeepSeekClient": "dsh_llm_deepseek._client",
-    "PreflightError": "dsh_llm_openai",
-    "ServedModels": "dsh_llm_openai",
-    "preflight": "dsh_llm_openai",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DeepSeekClient": "._client",
+        "PreflightError": "dsh_llm_openai",
+        "ServedModels": "dsh_llm_openai",
+        "preflight": "dsh_llm_openai",
+    },
+)

@@ -17,9 +17,9 @@ it to ``False`` (or ``DSH_ALLOW_MODEL_REQUESTS=0`` in the environment) and every
 ``ALLOW_MODEL_REQUESTS`` counts too, for its clients.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dsh_core import lazy_exports
 from dsh_llm_openai._encode import ChunkEncoder
 from dsh_llm_openai._guard import (
     ALLOW_MODEL_REQUESTS_ENV,
@@ -62,16 +62,12 @@ __all__ = [
 
 # The client and preflight import httpx and tenacity (~0.25 s); a replayed agent needs only
 # the settings (what it would send), so those load on first use.
-_LAZY = {
-    "ChatClient": "dsh_llm_openai._client",
-    "PreflightError": "dsh_llm_openai._preflight",
-    "ServedModels": "dsh_llm_openai._preflight",
-    "preflight": "dsh_llm_openai._preflight",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(module), name)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ChatClient": "._client",
+        "PreflightError": "._preflight",
+        "ServedModels": "._preflight",
+        "preflight": "._preflight",
+    },
+)

@@ -15,8 +15,9 @@ for its plugin in every run.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dsh_core import lazy_exports
 
 if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
@@ -60,35 +61,24 @@ __all__ = [
 ]
 
 _HOMES = {
-    "upstream_defaults": "_defaults",
-    "REPORT_PATH": "_defaults",
-    "ProxyServer": "_server",
-    "ProxyHub": "_hub",
-    "ProxyRoute": "_hub",
-    "shared_hub": "_hub",
-    "Scrub": "_scrub",
-    "load_recording": "_server",
-    "main": "_cli",
-    "SessionBook": "_book",
-    "SessionConflictError": "_book",
-    "MAX_LOG_BYTES": "_root",
-    "STORE_MARKER": "_root",
-    "detect_store": "_root",
-    "is_recording_root": "_root",
-    "open_store": "_root",
-    "read_log_capped": "_root",
-    "recorded_logs": "_root",
+    "upstream_defaults": "._defaults",
+    "REPORT_PATH": "._defaults",
+    "ProxyServer": "._server",
+    "ProxyHub": "._hub",
+    "ProxyRoute": "._hub",
+    "shared_hub": "._hub",
+    "Scrub": "._scrub",
+    "load_recording": "._server",
+    "main": "._cli",
+    "SessionBook": "._book",
+    "SessionConflictError": "._book",
+    "MAX_LOG_BYTES": "._root",
+    "STORE_MARKER": "._root",
+    "detect_store": "._root",
+    "is_recording_root": "._root",
+    "open_store": "._root",
+    "read_log_capped": "._root",
+    "recorded_logs": "._root",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -13,9 +13,9 @@ plugin in every run, and the plugin must stay cheap where ``--dsh-snapshots`` is
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dsh_core import Deprecated, lazy_exports
 
 if TYPE_CHECKING:
     from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
@@ -162,29 +162,9 @@ _HOMES = {
 }
 
 
-# Old name -> (its home, the new name). Each warns on use and goes in 0.3.0 (CHANGELOG.md).
-_DEPRECATED = {
-    # a homonym of dsh_acp_agent.testing.AgentProcess, which it holds
-    "AgentProcess": ("dsh_snapshot._agent", "ScenarioAgent"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _DEPRECATED:
-        home, new = _DEPRECATED[name]
-        warnings.warn(
-            f"{__name__}.{name} is deprecated, use {__name__}.{new} (removal in 0.3.0)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(home), new)
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    _HOMES,
+    # a homonym of dsh_acp_agent.testing.AgentProcess, which it holds (CHANGELOG.md)
+    deprecated={"AgentProcess": Deprecated("._agent", "ScenarioAgent", "0.3.0")},
+)

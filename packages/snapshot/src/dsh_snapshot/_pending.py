@@ -18,15 +18,15 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsh_core import DshError, ScenarioFiles, dumps_line, host_which, loads_bounded
+from dsh_core import DshError, ScenarioFiles, dumps_line, loads_bounded
 from dsh_snapshot import _fsafe as fsafe
+from dsh_snapshot._dotenv import run_git
 from dsh_snapshot._keyscan import scan_text
 from dsh_snapshot._scenario import Scenario
 
@@ -324,19 +324,5 @@ def pending_tracked(scenario: Scenario) -> bool:
     ones arrived with the checkout (a pull request's choice of outputs to accept) and are
     never read or written.
     """
-    # Absolute PATH entries only: with a relative one (`./node_modules/.bin`) a bare `git`
-    # would be found in the folder it runs in, which a pull request wrote.
-    git = host_which("git")
-    if git is None:
-        return False
-    try:
-        done = subprocess.run(
-            [git, "ls-files", "-z", "--", ScenarioFiles.PENDING],
-            cwd=scenario.path,
-            capture_output=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and bool(done.stdout)
+    done = run_git(scenario.path, "ls-files", "-z", "--", ScenarioFiles.PENDING)
+    return done is not None and done.returncode == 0 and bool(done.stdout)
