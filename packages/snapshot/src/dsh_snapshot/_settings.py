@@ -45,7 +45,7 @@ class SnapshotSettings(BaseModel):
             pre-imported one per worker (:class:`dsh_snapshot.WarmAgents`).
         timeout: seconds any single wait for the agent may take.
         run_timeout: seconds one scenario run may take in all (an agent that speaks just
-            often enough never trips ``timeout``); ``None``: ten times ``timeout``.
+            often enough never trips ``timeout``); ``None``: three times ``timeout``.
         loop: the agent loop profile to run every scenario with; ``None`` takes each
             scenario's own (``snapshot.yml``, or an upstream folder's detected era).
         check: in ``replay``, ``fixtures`` compares every log and stdout frame; ``messages``
@@ -126,8 +126,8 @@ class SnapshotSettings(BaseModel):
 
     @property
     def run_budget(self) -> float:
-        """Seconds one scenario run may take in all (``run_timeout``, else 10 x ``timeout``)."""
-        return self.run_timeout if self.run_timeout is not None else 10 * self.timeout
+        """Seconds one scenario run may take in all (``run_timeout``, else 3 x ``timeout``)."""
+        return self.run_timeout if self.run_timeout is not None else 3 * self.timeout
 
     @property
     def key(self) -> str | None:

@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             metavar="SECONDS",
             help="seconds one scenario run may take in all, however often the agent speaks "
-            "(default: 10 x --timeout)",
+            "(default: 3 x --timeout)",
         )
         cmd.add_argument(
             "--cold",

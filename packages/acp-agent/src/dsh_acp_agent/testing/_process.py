@@ -270,9 +270,19 @@ class AgentProcess:
         return min(wait, left)
 
     def _next_frame(self, waiting_for: str) -> JsonObject:
-        wait = self.timeout if self.frames else max(self.timeout, self.start_timeout)
-        wait = self._cut(wait, waiting_for)
-        if not self._wait_until(lambda: self._cursor < len(self.frames) or self._eof, wait):
+        starting = not self.frames
+        wait = (
+            max(self.timeout, self.start_timeout)
+            if starting
+            else self._cut(self.timeout, waiting_for)
+        )
+        began = time.monotonic()
+        arrived = self._wait_until(lambda: self._cursor < len(self.frames) or self._eof, wait)
+        if starting and self.deadline is not None:
+            # Start-up (an interpreter and its imports on a loaded machine) is start_timeout's
+            # business, not the run's: the deadline moves on by what it took.
+            self.deadline += time.monotonic() - began
+        if not arrived:
             self._cut(wait, waiting_for)  # the deadline, if that is what ended the wait
             raise AgentProcessError(
                 f"timed out after {wait:g}s waiting for {waiting_for}; stderr: {self.stderr_tail()}"
