@@ -74,7 +74,8 @@ def test_the_store_settings_reach_the_agent_and_nothing_else_does(
 @pytest.mark.xdist_group("postgres-gate")
 def test_a_fork_scenario_replays_green_on_postgres(configured: str) -> None:
     scenario = load_scenario(FORK)
-    result = run_scenario(scenario, SnapshotSettings(), "postgres")
+    # a server store runs only when the user asks for it
+    result = run_scenario(scenario, SnapshotSettings(stores=("postgres",)), "postgres")
     assert result.ok, result.failures
     # the parent and its fork child were harvested from the database, seed boundary and all
     assert result.sessions == len(scenario.session_files) == 2

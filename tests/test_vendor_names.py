@@ -49,7 +49,6 @@ _RATCHET = {
     "packages/snapshot/tests/test_snapshot_record.py": 12,
     "packages/snapshot/tests/test_snapshot_recorded_settings.py": 8,
     "packages/snapshot/tests/test_snapshot_request_drift.py": 3,
-    "packages/snapshot/tests/test_snapshot_untrusted.py": 9,
 }
 
 

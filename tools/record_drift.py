@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dsh_core import host_which
 from dsh_snapshot import Scenario, discover
 from dsh_snapshot._expect import check_expectations
 
@@ -32,12 +33,15 @@ class NotInGitError(Exception):
 
 def _changed_files(folder: Path) -> list[str]:
     """Files under ``folder`` that differ from ``HEAD`` (modified, added, deleted, untracked)."""
+    # git from absolute PATH entries only, never started in the scenario folder: a relative
+    # entry (./node_modules/.bin) would find a git the pull request committed there.
+    git = host_which("git") or "git"
     run = subprocess.run(
-        ["git", "status", "--porcelain=v1", "--untracked-files=all", "--", str(folder)],
+        [git, "-C", str(folder), "status", "--porcelain=v1", "--untracked-files=all", "--", "."],
         capture_output=True,
         text=True,
         check=False,
-        cwd=folder,
+        cwd="/",
     )
     if run.returncode != 0:
         raise NotInGitError(f"{folder}: not in a git checkout (drift is measured against HEAD)")

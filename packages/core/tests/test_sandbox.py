@@ -49,36 +49,36 @@ def _tool(mode: str = "strict", network: str = "deny", **kwargs: object) -> Bash
 
 
 @pytest.fixture
-def acme(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An installed model provider ``acme``: its settings read ``ACME_*``, its key sits in
-    ``ACME_CREDS`` (no secret-shaped word: only the provider says it is one)."""
-    monkeypatch.setattr(plugins, "model_env_prefixes", lambda: ("ACME_",))
-    monkeypatch.setattr(plugins, "secret_env_names", lambda: ("ACME_CREDS", "VENDOR_CREDS"))
+def zephyr(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An installed model provider ``zephyr``: its settings read ``ZEPHYR_*``, its key sits in
+    ``ZEPHYR_CREDS`` (no secret-shaped word: only the provider says it is one)."""
+    monkeypatch.setattr(plugins, "model_env_prefixes", lambda: ("ZEPHYR_",))
+    monkeypatch.setattr(plugins, "secret_env_names", lambda: ("ZEPHYR_CREDS", "VENDOR_CREDS"))
     _provider_names.cache_clear()
     yield
     _provider_names.cache_clear()
 
 
-def test_installed_providers_name_their_variables(acme: None) -> None:
+def test_installed_providers_name_their_variables(zephyr: None) -> None:
     # no vendor is named in core: the installed providers' prefixes and secrets are asked for
-    assert is_secret_name("ACME_BASE_URL")
-    assert is_secret_name("acme_model")
+    assert is_secret_name("ZEPHYR_BASE_URL")
+    assert is_secret_name("zephyr_model")
     assert is_secret_name("VENDOR_CREDS")
     assert not is_secret_name("VENDOR_REGION")
     assert not is_secret_name("EDITOR")
 
 
 async def test_env_holds_no_secret_and_a_private_home(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acme: None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zephyr: None
 ) -> None:
     key = _fake_key()
-    names = ("ACME_CREDS", "VENDOR_CREDS", "OPENAI_API_KEY", "GITHUB_TOKEN", "MY_PASSWORD",
+    names = ("ZEPHYR_CREDS", "VENDOR_CREDS", "OPENAI_API_KEY", "GITHUB_TOKEN", "MY_PASSWORD",
              "DSH_X", "AWS_SECRET_ACCESS_KEY", "AZURE_CLIENT_SECRET")  # fmt: skip
     for name in names:
         monkeypatch.setenv(name, key)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     tool = _tool("off")
-    outcome = await _bash(tmp_path, "env; printenv ACME_CREDS", tool)
+    outcome = await _bash(tmp_path, "env; printenv ZEPHYR_CREDS", tool)
     assert key not in outcome.text
     assert outcome.text.endswith("[exit code: 1]")  # printenv of an unset variable exits 1
     env = dict(line.split("=", 1) for line in outcome.text.splitlines() if "=" in line)
@@ -89,7 +89,7 @@ async def test_env_holds_no_secret_and_a_private_home(
     assert not any(is_secret_name(name) for name in env)
 
 
-def test_allow_listing_passes_harmless_names_and_never_secret_ones(acme: None) -> None:
+def test_allow_listing_passes_harmless_names_and_never_secret_ones(zephyr: None) -> None:
     key = _fake_key()
     source = {
         "EDITOR": "vi",
@@ -98,7 +98,7 @@ def test_allow_listing_passes_harmless_names_and_never_secret_ones(acme: None) -
         "GOOGLE_APPLICATION_CREDENTIALS": "/c.json",
         "GITHUB_TOKEN": key,
         "CI_JOB_JWT": key,
-        "ACME_BASE_URL": "http://x",
+        "ZEPHYR_BASE_URL": "http://x",
         "VENDOR_CREDS": key,
         "OPENAI_ORG": "o",
         "dsh_lower": key,

@@ -536,6 +536,9 @@ def test_keep_answers_takes_a_changed_prompt_and_keeps_the_recorded_answer(
     before = log
     more = run_scenario(load_scenario(folder), SnapshotSettings(mode="record-accept", timeout=60))
     assert not more.ok
+    assert more.failures[0].startswith(
+        "AgentError: the recorded answers do not fit the new requests: "
+    ), more.failures[0]
     assert "more sessions than the recording" in more.failures[0]
     assert (folder / "session.jsonl").read_text() == before
 

@@ -53,7 +53,10 @@ async def _replay_in_process(tmp: Path, prompt: str) -> tuple[list[str], ReplayM
     wiring = build_agent(settings)
     replay = wiring.replay
     assert isinstance(replay, ReplayModelClient)  # found by its dsh.models name, "replay"
-    session = wiring.agent.store.create(CreateOptions(meta=SessionMeta(cwd=str(cwd))))
+    # as the ACP server opens a top-level session under this profile (head's delegationDepth 0)
+    depth = 0 if wiring.agent.config.behaviour.top_level_depth else None
+    meta = SessionMeta(cwd=str(cwd), delegation_depth=depth)
+    session = wiring.agent.store.create(CreateOptions(meta=meta))
     try:
         outcome = await wiring.agent.run_turn(session, prompt)
     finally:

@@ -28,7 +28,12 @@ from typing import Any, cast
 
 import pytest
 
-from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_provider
+from dsh_core.plugins import (
+    DEFAULT_MODEL_PROVIDER,
+    env_prefix,
+    model_provider,
+    store_backend_names,
+)
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import (
     META,
@@ -116,10 +121,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.setenv(_KEY, box.key)
     monkeypatch.setenv("OPENAI_API_KEY", box.other_key)
     monkeypatch.setenv(_MARKER, marker)
-    monkeypatch.delenv("DEEPSEEK_BASE_URL", raising=False)
+    monkeypatch.delenv(f"{_PREFIX}BASE_URL", raising=False)
     monkeypatch.chdir(box.tmpdir)
     return World(box, marker, monkeypatch)
 
@@ -194,9 +199,9 @@ def _dotenv(tracked: bool, body: Callable[[World], str]) -> Callable[[World], li
         evil = ScriptedModelServer(cast(Any, [[said("ok")]]), profile=profile)
         world.notes["servers"] = (real.__enter__(), evil.__enter__())
         assert world.env is not None
-        world.env.setenv("DEEPSEEK_BASE_URL", real.base_url)
+        world.env.setenv(f"{_PREFIX}BASE_URL", real.base_url)
         # The session-scripted server routes by this header (the public API needs none).
-        world.env.setenv("DEEPSEEK_SEND_SESSION_ID", "true")
+        world.env.setenv(f"{_PREFIX}SEND_SESSION_ID", "true")
         world.notes["evil_url"] = evil.base_url
         (repo / ".env").write_text(body(world))
         if tracked:
@@ -482,7 +487,7 @@ def _checkout_read(world: World) -> list[str]:
     .env; a CI checkout keeps its token in .git/config) and turns it round, past any
     redaction by key shape (red team F3)."""
     repo = world.repo()
-    (repo / ".env").write_text(f"DEEPSEEK_API_KEY={world.box.outside_key}\n")
+    (repo / ".env").write_text(f"{_KEY}={world.box.outside_key}\n")
     (repo / ".git" / "config").write_text(f"[http]\n  extraheader = {world.box.outside_key}\n")
     command = f"cat {repo}/.env {repo}/.git/config | rev; echo read"
     return _replay(_bash_scenario(world, command))
@@ -508,19 +513,31 @@ def _yaml_error(world: World) -> list[str]:
     return _replay(folder)
 
 
+# the default provider's variables, named through the registry (the vendor stays in its package)
+_PREFIX = env_prefix(model_provider(DEFAULT_MODEL_PROVIDER))
+_KEY = f"{_PREFIX}API_KEY"
+# Where dsh-persistence-postgres is not installed (this package's own test environment), the
+# pinned server store is refused as unknown instead: not reached either way.
+_PINNED_SAYS = (
+    ("pins the server store 'postgres'", "--store postgres", "not run")
+    if "postgres" in store_backend_names()
+    else ("unknown store backend 'postgres'",)
+)
+
+
 CASES = [
     # --- 3: where the key may go ---------------------------------------------------------------
     Case(
         "dotenv-tracked-base-url",
-        _dotenv(True, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\n"),
-        expect=(".env ignored: git tracks it", "DEEPSEEK_API_KEY is sent to 127.0.0.1:"),
+        _dotenv(True, lambda w: f"{_PREFIX}BASE_URL={w.notes['evil_url']}\n"),
+        expect=(".env ignored: git tracks it", f"{_KEY} is sent to 127.0.0.1:"),
         check=_no_request_to_evil,
         cwd="scenarios",
     ),
     Case(
         "dotenv-untracked-base-url",
-        _dotenv(False, lambda w: f"DEEPSEEK_BASE_URL={w.notes['evil_url']}\nDSH_X=1\n"),
-        expect=(".env: only API keys are read from it; ignored DEEPSEEK_BASE_URL, DSH_X",),
+        _dotenv(False, lambda w: f"{_PREFIX}BASE_URL={w.notes['evil_url']}\nDSH_X=1\n"),
+        expect=(f".env: only API keys are read from it; ignored {_PREFIX}BASE_URL, DSH_X",),
         check=_no_request_to_evil,
         cwd="scenarios",
     ),
@@ -704,7 +721,7 @@ CASES = [
     Case(
         "store-a-server-pinned-by-a-scenario-is-not-reached",
         _pinned_server_store,
-        expect=("pins the server store 'postgres'", "--store postgres", "not run"),
+        expect=_PINNED_SAYS,
         code=1,
     ),
     Case(

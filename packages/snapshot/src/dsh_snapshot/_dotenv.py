@@ -27,27 +27,41 @@ from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 
+from dsh_core import host_which
 from dsh_core.plugins import ModelProvider, secret_env_names
 
-__all__ = ["DOTENV", "git_tracks", "key_destination", "load_keys"]
+__all__ = ["DOTENV", "git_tracks", "key_destination", "load_keys", "run_git"]
 
 DOTENV = ".env"
 _MAX_DOTENV = 64 * 1024
 
 
-def git_tracks(path: Path) -> bool:
-    """Whether the git work tree around ``path`` tracks it (no git, no repository: False)."""
+def run_git(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    """``git -C folder ARGS``, or ``None`` when git is missing, fails to start or hangs.
+
+    git is found in absolute ``PATH`` entries only and started from ``/``: with a relative
+    entry (``./node_modules/.bin``) and the scenario folder as the current directory, a
+    ``git`` the pull request committed there would run on the host.
+    """
+    git = host_which("git")
+    if git is None:
+        return None
     try:
-        done = subprocess.run(
-            ["git", "ls-files", "--error-unmatch", "--", path.name],
-            cwd=path.parent,
+        return subprocess.run(
+            [git, "-C", str(folder), *args],
+            cwd="/",
             capture_output=True,
             check=False,
             timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+        return None
+
+
+def git_tracks(path: Path) -> bool:
+    """Whether the git work tree around ``path`` tracks it (no git, no repository: False)."""
+    done = run_git(path.parent, "ls-files", "--error-unmatch", "--", path.name)
+    return done is not None and done.returncode == 0
 
 
 def _read(path: Path) -> str | None:

@@ -89,6 +89,7 @@ __all__ = [
 # An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
 # string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
 _MIN_NORMALISED_ID = 8
+_NO_FIT = "the recorded answers do not fit the new requests"
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +235,8 @@ class ForeignModel:
     """The agents started (their relays are closed when the run ends)."""
     cwd: Path | None = None
     """The run's cwd: the private paths as seen from it are normalised too."""
+    kept: ProxyRoute | None = None
+    """``record-accept``: the route replaying the committed recording (the upstream)."""
 
     @property
     def base_url(self) -> str:
@@ -272,9 +275,12 @@ class ForeignModel:
         """Why the agent stopped, cause first: the replaying proxy's problems (a request that
         drifted from the recording), then the agent's own error and its stderr's tail."""
         problems: list[str] = []
-        if self.replaying:
+        replay = self.route if self.replaying else self.kept
+        if replay is not None:
             with contextlib.suppress(DshError):
-                problems = list(self.route.report().problems)
+                problems = list(replay.report().problems)
+        if problems and self.kept is not None:
+            problems[0] = f"{_NO_FIT}: {problems[0]}"
         where = f"the agent stopped: {error}; its stderr ends: {stderr}"
         return f"{problems[0]} ({where})" if problems else where
 
@@ -349,6 +355,7 @@ def foreign_model(
         sandbox=mode, sandbox_network="deny", sandbox_hide=os.pathsep.join(hide)
     )
     sandbox = ToolSandbox(settings, root=tmp)
+    kept: ProxyRoute | None = None
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
@@ -358,8 +365,10 @@ def foreign_model(
             provider = live_provider()
             key = api_key
             if keep_answers:
-                kept = _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
-                upstream, key = stack.enter_context(kept), "kept"
+                kept = stack.enter_context(
+                    _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
+                )
+                upstream, key = kept.base_url, "kept"
             elif scripted:
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
             else:
@@ -370,7 +379,7 @@ def foreign_model(
                 )
             route = _hub().record(root, upstream=upstream, api_key=key, store=store)
         stack.enter_context(route)
-        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd)
+        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept)
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
@@ -411,20 +420,20 @@ def _scrub(scenario: Scenario, sandbox: ToolSandbox, cwd: Path | None) -> Scrub:
 @contextlib.contextmanager
 def _kept_answers(
     scenario: Scenario, store: str, tmp: Path, scrub: Scrub
-) -> Generator[str, None, None]:
+) -> Generator[ProxyRoute, None, None]:
     """A route replaying the committed recording that answers changed requests anyway
-    (``accept_drift``); yields its base URL, the recording route's upstream. When the block
+    (``accept_drift``); yields it (its base URL is the recording route's upstream). When the block
     ends, the recording must have been consumed exactly: a run that asked more, fewer or
     other calls than were recorded has no recorded answer to keep."""
     root = tmp / "proxy-recorded"
     root.mkdir()
     stage_recording(scenario.session_files, root, store)
     with _hub().replay(root, scrub=scrub, accept_drift=True) as route:
-        yield route.base_url
+        yield route
         problems, accepted = list(route.report().problems), route.accepted()
     if problems:
         raise AgentError(
-            f"the recorded answers do not fit the new requests ({problems[0]}): they need "
+            f"{_NO_FIT} ({problems[0]}): they need "
             f"the model; record again: dsh-snapshot record --scripted {scenario.path} "
             f"({ScenarioFiles.SCRIPT}) or dsh-snapshot record {scenario.path} (live)"
         )

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 
 from dsh_core import DshError, ScenarioFiles, dumps_line, loads_bounded
 from dsh_snapshot import _fsafe as fsafe
+from dsh_snapshot._dotenv import run_git
 from dsh_snapshot._keyscan import scan_text
 from dsh_snapshot._scenario import Scenario
 
@@ -324,14 +324,5 @@ def pending_tracked(scenario: Scenario) -> bool:
     ones arrived with the checkout (a pull request's choice of outputs to accept) and are
     never read or written.
     """
-    try:
-        done = subprocess.run(
-            ["git", "ls-files", "-z", "--", ScenarioFiles.PENDING],
-            cwd=scenario.path,
-            capture_output=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and bool(done.stdout)
+    done = run_git(scenario.path, "ls-files", "-z", "--", ScenarioFiles.PENDING)
+    return done is not None and done.returncode == 0 and bool(done.stdout)

@@ -64,7 +64,7 @@ def _foreign_meta(agent: ForeignAgent) -> str:
     argv = json.dumps(list(agent.command))
     return f"""version: 1
 profile: foreign
-persistence: default
+store: default
 recording: scripted
 description: "One prompt to {shlex.join(agent.command)}, answered by the scripted model."
 agent: {argv}
