@@ -102,13 +102,27 @@ def test_checkout_roots_are_the_folders_holding_git(tmp_path: Path) -> None:
     from dsh_snapshot._confine import checkout_roots  # noqa: PLC0415 - one helper
 
     repo, worktree, loose = tmp_path / "repo", tmp_path / "worktree", tmp_path / "loose"
-    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (repo / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
     (repo / "snapshots" / "sdk" / "a").mkdir(parents=True)
     worktree.mkdir()
-    (worktree / ".git").write_text("gitdir: elsewhere\n")  # a worktree's .git is a file
+    # A linked worktree's .git is a file; its main tree (the shared .git, the README's .env)
+    # is hidden with it.
+    (worktree / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 'wt'}\n")
     (loose / "x").mkdir(parents=True)
-    paths = [repo / "snapshots" / "sdk" / "a", repo, worktree, loose / "x"]
+    paths = [repo / "snapshots" / "sdk" / "a", worktree, loose / "x"]
     assert checkout_roots(paths) == [str(repo.resolve()), str(worktree.resolve())]
+
+
+def test_the_gate_s_cwd_is_hidden_or_its_env_files_when_too_wide(tmp_path: Path) -> None:
+    from dsh_snapshot._confine import hidden_from_commands  # noqa: PLC0415 - one helper
+
+    here = tmp_path / "not-a-checkout"
+    here.mkdir()
+    scenario = tmp_path / "elsewhere"
+    assert hidden_from_commands(scenario, here) == [str(here.resolve())]
+    root = hidden_from_commands(scenario, Path("/"))
+    assert "/" not in root  # too wide to hide: only its .env files would be
 
 
 def _scenario_with(tmp_path: Path, name: str) -> Path:

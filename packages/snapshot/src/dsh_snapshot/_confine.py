@@ -18,6 +18,7 @@ Each refusal is a :class:`ConfinementError` naming the file and the field or ent
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -32,6 +33,7 @@ __all__ = [
     "check_scenario_links",
     "check_step_paths",
     "checkout_roots",
+    "hidden_from_commands",
     "copy_workspace",
     "inside",
 ]
@@ -167,6 +169,28 @@ def _check_in_cwd(root: Path, value: str, file: Path, location: str) -> None:
         )
 
 
+def hidden_from_commands(scenario: Path, cwd: Path) -> list[str]:
+    """What the sandbox hides from a run's commands beyond its fixed list: the git checkouts
+    the scenario and the gate's cwd lie in (:func:`checkout_roots`) and the cwd itself, where
+    ``record`` reads ``.env``, whether or not it is a checkout. A cwd too wide to hide (``/``,
+    a top-level folder, the home or one above it) has its ``.env*`` files hidden instead."""
+    hidden = checkout_roots([scenario, cwd])
+    here = os.path.realpath(cwd)
+    home = os.path.realpath(os.path.expanduser("~"))
+    wide = len(Path(here).parts) <= 2 or here == home or home.startswith(here.rstrip("/") + "/")
+    if not wide:
+        if here not in hidden:
+            hidden.append(here)
+    else:
+        with contextlib.suppress(OSError):
+            hidden += [
+                os.path.join(here, name)
+                for name in sorted(os.listdir(here))
+                if name.startswith(".env") and not os.path.islink(os.path.join(here, name))
+            ]
+    return hidden
+
+
 def checkout_roots(paths: Iterable[Path]) -> list[str]:
     """The git checkouts ``paths`` lie in (the nearest folder above each holding ``.git``),
     for the sandbox to hide: a checkout keeps ``.env`` (the README puts the key there) and
@@ -179,8 +203,34 @@ def checkout_roots(paths: Iterable[Path]) -> list[str]:
         here = Path(os.path.realpath(path))
         for folder in (here, *here.parents):
             if os.path.lexists(folder / ".git"):
-                text = str(folder)
-                if text not in ("/", home) and text not in found:
-                    found.append(text)
+                for tree in (folder, _main_worktree(folder / ".git")):
+                    text = str(tree) if tree is not None else ""
+                    if text and text not in ("/", home) and text not in found:
+                        found.append(text)
                 break
     return found
+
+
+def _main_worktree(dot_git: Path) -> Path | None:
+    """For a linked worktree (``.git`` is a file ``gitdir: <common>/worktrees/<name>``), the
+    main working tree, which holds the shared ``.git`` (its config, a CI token) and usually
+    the README's ``.env``; ``None`` otherwise."""
+    try:
+        if not dot_git.is_file() or dot_git.is_symlink():
+            return None
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = Path(text.split(":", 1)[1].strip().splitlines()[0])
+    if not gitdir.is_absolute():
+        gitdir = dot_git.parent / gitdir
+    common = gitdir
+    try:
+        relative = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+        common = gitdir / relative
+    except OSError:
+        pass
+    common = Path(os.path.realpath(common))
+    return common.parent if common.name == ".git" else None

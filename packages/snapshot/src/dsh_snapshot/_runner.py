@@ -37,8 +37,8 @@ from dsh_snapshot._confine import (
     ConfinementError,
     check_scenario_links,
     check_step_paths,
-    checkout_roots,
     copy_workspace,
+    hidden_from_commands,
 )
 from dsh_snapshot._determinism import clock_command
 from dsh_snapshot._diff import Difference, first_difference
@@ -437,7 +437,7 @@ def _run(
             and scenario.meta.bash_network
             and os.environ.get(BASH_NETWORK_ENV, "").strip().lower() in ("1", "true", "yes")
         )
-        hidden = checkout_roots([scenario.path, Path.cwd()])
+        hidden = hidden_from_commands(scenario.path, Path.cwd())
         sandbox_mode: Literal["strict", "warn"] = (
             "strict" if os.environ.get("CI") == "true" else "warn"
         )
