@@ -10,7 +10,6 @@ variables or models, the agent would call the wrong provider or the server would
 
 from __future__ import annotations
 
-import shutil
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from dsh_core import read_log_text
 from dsh_core.plugins import MODEL_GROUP, model_provider_names
 from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario
+from dsh_snapshot.testing import copy_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "tool-call-turn"
@@ -42,7 +42,7 @@ def test_the_acme_provider_is_registered_by_its_own_package_only() -> None:
 def test_a_scenario_records_scripted_through_the_plugin_and_replays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = Path(shutil.copytree(SCENARIO, tmp_path / "sdk" / SCENARIO.name, symlinks=True))
+    folder = copy_scenario(SCENARIO, tmp_path)
     for name in ("session.jsonl", "stdout.expected.jsonl"):
         (folder / name).unlink()
     # The current loop logs request/header: what the provider sent is in the recording.

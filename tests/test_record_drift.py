@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dsh_snapshot.testing import copy_scenario
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "text-turn"
 
@@ -38,7 +40,7 @@ def _run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def repo(tmp_path: Path) -> Path:
     if shutil.which("git") is None or not SCENARIO.is_dir():
         pytest.skip("needs git and the committed text-turn scenario")
-    shutil.copytree(SCENARIO, tmp_path / "snapshots" / "sdk" / "text-turn", symlinks=True)
+    copy_scenario(SCENARIO, tmp_path / "snapshots")
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "fixtures")
@@ -76,7 +78,7 @@ def test_a_recording_that_misses_its_expectations_fails_the_report(repo: Path) -
 def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
     if not SCENARIO.is_dir():
         pytest.skip("needs the committed text-turn scenario")
-    shutil.copytree(SCENARIO, tmp_path / "sdk" / "text-turn", symlinks=True)
+    copy_scenario(SCENARIO, tmp_path)
     result = _run(tmp_path, str(tmp_path))
     assert result.returncode == 2
     assert "not in a git checkout (drift is measured against HEAD)" in result.stderr

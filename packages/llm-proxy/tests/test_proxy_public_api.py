@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import dsh_llm_proxy
 import dsh_llm_proxy.pytest_plugin
 
@@ -21,7 +23,7 @@ def test_public_names() -> None:
         "is_recording_root",
         "load_recording",
         "main",
-        "open_store",
+        "open_recording_root",
         "read_log_capped",
         "recorded_logs",
         "shared_hub",
@@ -38,3 +40,12 @@ def test_public_names() -> None:
     for module in (dsh_llm_proxy, dsh_llm_proxy.pytest_plugin):
         for name in module.__all__:
             assert getattr(module, name) is not None, name
+
+
+def test_open_store_is_a_deprecated_alias() -> None:
+    # a homonym of dsh_core.plugins.open_store (which opens a sessions root, no marker)
+    with pytest.warns(
+        DeprecationWarning, match=r"open_store is deprecated, use .*open_recording_root"
+    ):
+        old = dsh_llm_proxy.open_store  # pyright: ignore[reportAttributeAccessIssue]
+    assert old is dsh_llm_proxy.open_recording_root

@@ -21,7 +21,7 @@ from dsh_llm_proxy import (
     STORE_MARKER,
     detect_store,
     is_recording_root,
-    open_store,
+    open_recording_root,
     recorded_logs,
     upstream_defaults,
 )
@@ -31,7 +31,7 @@ STORES = ("jsonl", "sqlite")
 
 def _record(root: Path, kind: str) -> None:
     """A child created first but with the later ``createdAt``, and a parent left mid-turn."""
-    store = open_store(root, kind)
+    store = open_recording_root(root, kind)
     try:
         store.create(
             CreateOptions("child", synthetic_turn(0, 1), SessionMeta(created_at=20))
@@ -90,7 +90,7 @@ def test_a_root_without_the_marker_is_read_with_the_default_store(tmp_path: Path
 def test_a_root_keeps_its_store(tmp_path: Path) -> None:
     _record(tmp_path, "jsonl")
     with pytest.raises(DshError, match=r"holds a recording in store 'jsonl'.*as 'sqlite'"):
-        open_store(tmp_path, "sqlite")
+        open_recording_root(tmp_path, "sqlite")
     (tmp_path / STORE_MARKER).write_text("\n")
     with pytest.raises(DshError, match="empty; it should name the root's store backend"):
         detect_store(tmp_path)
@@ -98,7 +98,7 @@ def test_a_root_keeps_its_store(tmp_path: Path) -> None:
 
 def test_an_unknown_store_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(UnknownPluginError, match="no-such-store"):
-        open_store(tmp_path / "root", "no-such-store")
+        open_recording_root(tmp_path / "root", "no-such-store")
     (tmp_path / "named").mkdir()
     (tmp_path / "named" / STORE_MARKER).write_text("no-such-store\n")
     with pytest.raises(UnknownPluginError, match="no-such-store"):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from dsh_snapshot.testing import copy_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 SNAPSHOTS = ROOT / "snapshots" / "sdk"
@@ -22,9 +23,7 @@ def scenario_copy(tmp_path: Path) -> Callable[[str], Path]:
         source = SNAPSHOTS / name
         if not (source / "input.json").is_file():
             pytest.skip(f"scenario {name} is not committed under {SNAPSHOTS}")
-        target = tmp_path / "sdk" / name
-        shutil.copytree(source, target, symlinks=True)
-        return target
+        return copy_scenario(source, tmp_path)
 
     return copy
 

@@ -214,3 +214,16 @@ def test_agent_process_is_a_deprecated_alias_of_scenario_agent() -> None:
     with pytest.warns(DeprecationWarning, match=r"AgentProcess is deprecated.*removal in 0\.3\.0"):
         old = dsh_snapshot.AgentProcess  # pyright: ignore[reportAttributeAccessIssue]
     assert old is ScenarioAgent
+
+
+def test_copy_scenario_keeps_profile_name_and_links(tmp_path: Path) -> None:
+    from dsh_snapshot.testing import copy_scenario  # noqa: PLC0415 - one helper, one test
+
+    source = _ours(tmp_path / "src", _STEPS[:1])
+    (source / "link").symlink_to("/etc/hostname")
+    copy = copy_scenario(source, tmp_path / "dst")
+    assert copy == tmp_path / "dst" / "sdk" / "own-op"
+    assert (copy / "link").is_symlink()  # copied as a link, never followed
+    assert (copy / "input.json").read_bytes() == (source / "input.json").read_bytes()
+    with pytest.raises(FileNotFoundError, match="not a scenario folder"):
+        copy_scenario(tmp_path, tmp_path / "again")

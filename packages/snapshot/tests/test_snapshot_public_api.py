@@ -63,6 +63,7 @@ _PUBLIC: dict[str, list[str]] = {
         "INPUT",
         "META",
         "Sandbox",
+        "copy_scenario",
         "encoded_forms",
         "fake_key",
         "full_state",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dsh_core import lazy_exports
+from dsh_core import Deprecated, lazy_exports
 
 if TYPE_CHECKING:
     from dsh_llm_proxy._book import SessionBook, SessionConflictError
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         STORE_MARKER,
         detect_store,
         is_recording_root,
-        open_store,
+        open_recording_root,
         read_log_capped,
         recorded_logs,
     )
@@ -55,7 +55,7 @@ __all__ = [
     "STORE_MARKER",
     "detect_store",
     "is_recording_root",
-    "open_store",
+    "open_recording_root",
     "read_log_capped",
     "recorded_logs",
 ]
@@ -76,9 +76,14 @@ _HOMES = {
     "STORE_MARKER": "._root",
     "detect_store": "._root",
     "is_recording_root": "._root",
-    "open_store": "._root",
+    "open_recording_root": "._root",
     "read_log_capped": "._root",
     "recorded_logs": "._root",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    _HOMES,
+    # a homonym of dsh_core.plugins.open_store (a sessions root, no marker): CHANGELOG.md
+    deprecated={"open_store": Deprecated("._root", "open_recording_root", "0.3.0")},
+)

@@ -21,7 +21,7 @@ __all__ = [
     "STORE_MARKER",
     "detect_store",
     "is_recording_root",
-    "open_store",
+    "open_recording_root",
     "read_log_capped",
     "recorded_logs",
 ]
@@ -30,8 +30,9 @@ STORE_MARKER = ".dsh-proxy-store"
 """The file in a recording root that names its store backend (one line: ``sqlite``)."""
 
 
-def open_store(root: Path, store: str) -> SessionStore:
-    """The session store of a recording root, through the ``dsh.stores`` backend named
+def open_recording_root(root: Path, store: str) -> SessionStore:
+    """The session store of a recording root (not ``dsh_core.plugins.open_store``, which opens a
+    sessions root with no marker), through the ``dsh.stores`` backend named
     ``store``; the root (created when missing) records the name for its readers.
 
     Raises:

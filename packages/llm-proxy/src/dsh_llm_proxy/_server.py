@@ -24,7 +24,7 @@ from dsh_llm_proxy._app import (
 )
 from dsh_llm_proxy._book import call_inputs
 from dsh_llm_proxy._defaults import upstream_defaults
-from dsh_llm_proxy._root import detect_store, open_store
+from dsh_llm_proxy._root import detect_store, open_recording_root
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._serving import ServingThread, loopback_socket
 from dsh_llm_replay import (
@@ -58,7 +58,7 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     path = Path(root)
     if not path.is_dir():
         raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
-    # Opened by the root's own backend, not through open_store: a replay writes nothing.
+    # Opened by the root's own backend, not through open_recording_root: a replay writes nothing.
     store = store_backend(detect_store(path)).open(path)
     try:
         scripts: list[SessionScript] = []
@@ -111,7 +111,7 @@ def empty_recording_store(root: Path | str, store: str) -> SessionStore:
     Raises:
         DshError: it already holds sessions.
     """
-    opened = open_store(Path(root), store)
+    opened = open_recording_root(Path(root), store)
     existing = len(opened.list_sessions())
     if existing:
         opened.close()

@@ -56,7 +56,7 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import Scrub, open_store, recorded_logs
+from dsh_llm_proxy import Scrub, open_recording_root, recorded_logs
 from dsh_snapshot._agent import AgentError, ScenarioAgent
 from dsh_snapshot._agentspec import (
     BASE_URL,
@@ -196,7 +196,7 @@ def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> No
     Raises:
         DshError: a fixture cannot be read.
     """
-    opened = open_store(root, store)
+    opened = open_recording_root(root, store)
     try:
         for index, path in enumerate(session_files):
             log = read_log_text(path.read_text(encoding="utf-8"), str(path))

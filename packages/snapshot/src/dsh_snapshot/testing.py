@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ __all__ = [
     "INPUT",
     "META",
     "Sandbox",
+    "copy_scenario",
     "encoded_forms",
     "fake_key",
     "full_state",
@@ -133,6 +135,22 @@ def encoded_forms(key: str) -> list[bytes]:
             start, end = (shift + 2) // 3 * 4, (shift + len(body)) // 3 * 4
             forms.append(text[start:end])
     return [f for f in forms if len(f) >= 16]
+
+
+def copy_scenario(source: Path, root: Path) -> Path:
+    """Copy the scenario folder ``source`` to ``root/<profile>/<name>`` (its parent folder's
+    name and its own, as committed under ``snapshots/``); returns the copy.
+
+    Links are copied as links, never followed (a scenario's links are the runner's to judge).
+
+    Raises:
+        FileNotFoundError: ``source`` holds no ``input.json``.
+    """
+    if not ScenarioFiles(source).input.is_file():
+        raise FileNotFoundError(f"{source}: not a scenario folder (no {ScenarioFiles.INPUT})")
+    target = root / source.parent.name / source.name
+    shutil.copytree(source, target, symlinks=True)
+    return target
 
 
 def write(path: Path, content: str | bytes) -> None:

@@ -184,6 +184,9 @@ class AgentProcess:
         try:
             self._write_line(message)
         except (OSError, ValueError) as exc:  # ValueError: stdin already closed by finish()
+            # The agent is gone; what it said last reaches the stderr reader a moment later on
+            # a loaded machine, and the error is only useful with it.
+            self._readers[1].join(timeout=min(self.timeout, 5.0))
             raise AgentProcessError(
                 f"the agent closed its stdin ({exc}); stderr: {self.stderr_tail()}"
             ) from None
