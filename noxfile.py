@@ -89,8 +89,18 @@ def tests(session: nox.Session, package: str) -> None:
     # The SIGKILL soaks are `nox -s crash`'s (CI runs it with 50 kills per backend, as these
     # tests did here): the test suite stays minutes, not a soak.
     workers = "0" if package in SERIAL_TESTS else "auto"
-    pytest = ["pytest", "-m", "not crash", "-n", workers, "--dist", "loadgroup"]
+    # The slowest end-to-end tests are `nox -s tests_slow`'s (CI runs it), so this command
+    # stays under four minutes on an idle two-core machine.
+    pytest = ["pytest", "-m", "not crash and not slow", "-n", workers, "--dist", "loadgroup"]
     session.run(*pytest, target, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def tests_slow(session: nox.Session) -> None:
+    """The slowest end-to-end tests (marked slow: whole foreign-agent record/replay cycles)."""
+    sync(session, "test", package="dsh-snapshot")
+    pytest = ["pytest", "-m", "slow and not crash", "-n", "auto", "--dist", "loadgroup"]
+    session.run(*pytest, "packages/snapshot", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -24,6 +24,7 @@ REQUIRED = {
     "snapshot_proof",
     "compat",
     "third_party_agents",
+    "tests_slow",
 }
 
 
@@ -56,6 +57,7 @@ def test_readme_commands_exist_as_sessions() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "tools/bootstrap.py" in ci
     assert " tests " in ci
+    assert " tests_slow " in ci  # the slow tests the test command leaves out still run in CI
 
 
 def test_snapshot_sessions_pass_paths_and_k_through() -> None:

@@ -107,6 +107,7 @@ needs_faketime = pytest.mark.skipif(
 
 
 @needs_faketime
+@pytest.mark.slow
 def test_a_worldly_agent_replays_green_then_red_on_a_changed_prompt_or_tool_answer(
     tmp_path: Path,
 ) -> None:

@@ -232,6 +232,7 @@ def test_bad_agent_arguments_are_usage_errors(
 # --- end to end ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_foreign_agent_is_recorded_then_replayed_through_the_gate(tmp_path: Path) -> None:
     folder = _unrecorded_copy(tmp_path)
     scenario = load_scenario(folder)
@@ -271,6 +272,7 @@ def test_a_foreign_agent_is_recorded_then_replayed_through_the_gate(tmp_path: Pa
     assert {n: (folder / n).read_bytes() for n in FIXTURES} == before
 
 
+@pytest.mark.slow
 def test_replay_bites_on_a_changed_answer_and_a_changed_request(tmp_path: Path) -> None:
     folder = _unrecorded_copy(tmp_path)
     assert run_scenario(load_scenario(folder), SnapshotSettings(mode="record-scripted")).ok
@@ -344,6 +346,7 @@ def test_a_key_the_model_echoes_is_never_published(
     assert planted not in failures
 
 
+@pytest.mark.slow
 def test_the_cli_agent_option_runs_another_agent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -480,6 +483,7 @@ def test_the_agent_option_keeps_the_scenarios_agent_env(tmp_path: Path) -> None:
     assert dict(chosen.env) == {"OPENAI_API_KEY": "placeholder", "OPENAI_MODEL": "m"}
 
 
+@pytest.mark.slow
 def test_new_foreign_scaffolds_a_scenario_that_records_and_replays(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -509,6 +513,7 @@ def test_new_foreign_scaffolds_a_scenario_that_records_and_replays(
     assert not (parent / "bad").exists()
 
 
+@pytest.mark.slow
 def test_keep_answers_takes_a_changed_prompt_and_keeps_the_recorded_answer(
     tmp_path: Path,
 ) -> None:

@@ -73,6 +73,7 @@ def _out(capsys: pytest.CaptureFixture[str]) -> str:
     return " ".join(capsys.readouterr().out.split())  # rich wraps long lines
 
 
+@pytest.mark.slow
 def test_accept_restores_a_foreign_scenarios_stdout_and_keeps_its_recording(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -96,6 +97,7 @@ def test_accept_restores_a_foreign_scenarios_stdout_and_keeps_its_recording(
     assert _replay(example, *BACKENDS) == 0
 
 
+@pytest.mark.slow
 def test_review_shows_the_foreign_diff_and_says_model_calls_change_by_recording(
     example: Path,
 ) -> None:

@@ -38,6 +38,7 @@ def _gate(
     return agents
 
 
+@pytest.mark.slow
 def test_the_plugin_forks_warm_agents_unless_told_cold(
     scenario_copy: Callable[[str], Path],
     inner_pytest: Callable[..., subprocess.CompletedProcess[str]],

@@ -104,6 +104,7 @@ def contract(tmp_path: Path) -> Iterator[Callable[..., Contract]]:
         c.server.close()
 
 
+@pytest.mark.slow
 def test_every_committed_scenario_records_live_replays_green_and_refreshes_byte_stable(
     committed: Path, tmp_path: Path, contract: Callable[..., Contract]
 ) -> None:
