@@ -4,63 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import pytest
 
-from dsh_core import Chunk, ModelRequest
+from dsh_core import ModelRequest
 from dsh_llm_deepseek import SESSION_HEADER, DeepSeekClient, DeepSeekSettings
 from dsh_llm_deepseek.testing import ScriptedModelServer
+from dsh_llm_openai.testing import text_response
 
 pytestmark = pytest.mark.anyio
 
 SettingsFactory = Callable[..., DeepSeekSettings]
-
-
-FinishKind = Literal["stop", "tool-calls", "max-tokens", "error"]
-
-
-def text_response(
-    text_parts: list[str], reasoning_parts: list[str] | None = None, finish: FinishKind = "stop"
-) -> list[Chunk]:
-    """A chunk list shaped the way the June recordings are."""
-    out: list[Chunk] = []
-    ends: list[Chunk] = []
-    index = 0
-    if reasoning_parts:
-        out.append({"type": "block-start", "index": 0, "blockType": "reasoning"})
-        out.extend({"type": "reasoning-delta", "index": 0, "text": p} for p in reasoning_parts)
-        ends.append(
-            {
-                "type": "block-end",
-                "index": 0,
-                "block": {"type": "reasoning", "text": "".join(reasoning_parts)},
-            }
-        )
-        index = 1
-    out.append({"type": "block-start", "index": index, "blockType": "text"})
-    out.extend({"type": "text-delta", "index": index, "text": p} for p in text_parts)
-    ends.append(
-        {
-            "type": "block-end",
-            "index": index,
-            "block": {"type": "text", "text": "".join(text_parts)},
-        }
-    )
-    out.extend(ends)
-    out.append(
-        {
-            "type": "usage",
-            "usage": {
-                "inputTokens": 11,
-                "outputTokens": 7,
-                "cacheReadTokens": 64,
-                "reasoningTokens": 3,
-            },
-        }
-    )
-    out.append({"type": "finish", "reason": {"kind": finish}})
-    return out
 
 
 async def test_session_header_and_request_body(

@@ -31,7 +31,10 @@ def test_public_names() -> None:
             "preflight",
         ],
     )
-    assert_public_api("dsh_llm_openai.testing", ["SHORT_WAITS", "TEST_KEY", "settings_factory"])
+    assert_public_api(
+        "dsh_llm_openai.testing",
+        ["FinishKind", "SHORT_WAITS", "TEST_KEY", "settings_factory", "text_response"],
+    )
     assert issubclass(dsh_llm_openai.PreflightError, DshError)
     assert issubclass(dsh_llm_openai.ModelRequestsDisabledError, ModelError)
 

@@ -3,64 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import pytest
 
 from dsh_core import Chunk, ModelClient, ModelError, ModelRequest
 from dsh_llm_openai import ChatClient, ChatSettings
+from dsh_llm_openai.testing import FinishKind, text_response
 from dsh_scripted_server import Pause, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
 SettingsFactory = Callable[..., ChatSettings]
-
-
-FinishKind = Literal["stop", "tool-calls", "max-tokens", "error"]
-
-
-def text_response(
-    text_parts: list[str], reasoning_parts: list[str] | None = None, finish: FinishKind = "stop"
-) -> list[Chunk]:
-    """A chunk list shaped the way the June recordings are."""
-    out: list[Chunk] = []
-    ends: list[Chunk] = []
-    index = 0
-    if reasoning_parts:
-        out.append({"type": "block-start", "index": 0, "blockType": "reasoning"})
-        out.extend({"type": "reasoning-delta", "index": 0, "text": p} for p in reasoning_parts)
-        ends.append(
-            {
-                "type": "block-end",
-                "index": 0,
-                "block": {"type": "reasoning", "text": "".join(reasoning_parts)},
-            }
-        )
-        index = 1
-    out.append({"type": "block-start", "index": index, "blockType": "text"})
-    out.extend({"type": "text-delta", "index": index, "text": p} for p in text_parts)
-    ends.append(
-        {
-            "type": "block-end",
-            "index": index,
-            "block": {"type": "text", "text": "".join(text_parts)},
-        }
-    )
-    out.extend(ends)
-    out.append(
-        {
-            "type": "usage",
-            "usage": {
-                "inputTokens": 11,
-                "outputTokens": 7,
-                "cacheReadTokens": 64,
-                "reasoningTokens": 3,
-            },
-        }
-    )
-    out.append({"type": "finish", "reason": {"kind": finish}})
-    return out
 
 
 async def collect(

@@ -11,13 +11,14 @@ field the constructor was not given.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import SecretStr
 
+from dsh_core import Chunk
 from dsh_llm_openai._settings import ChatSettings
 
-__all__ = ["TEST_KEY", "SHORT_WAITS", "settings_factory"]
+__all__ = ["TEST_KEY", "SHORT_WAITS", "FinishKind", "settings_factory", "text_response"]
 
 # Built at run time: no key-shaped string is committed (HELPERS.md).
 TEST_KEY = "sk-" + "dsh-wire-test-" + "0" * 12
@@ -61,3 +62,50 @@ def settings_factory(cls: type[S], key: str = TEST_KEY) -> Callable[..., S]:
         return cls(**values)
 
     return make
+
+
+FinishKind = Literal["stop", "tool-calls", "max-tokens", "error"]
+
+
+def text_response(
+    text_parts: list[str], reasoning_parts: list[str] | None = None, finish: FinishKind = "stop"
+) -> list[Chunk]:
+    """The chunks of one text answer (reasoning first when given), shaped the way the June
+    recordings are: a scripted server's session to stream, or a client's expected output."""
+    out: list[Chunk] = []
+    ends: list[Chunk] = []
+    index = 0
+    if reasoning_parts:
+        out.append({"type": "block-start", "index": 0, "blockType": "reasoning"})
+        out.extend({"type": "reasoning-delta", "index": 0, "text": p} for p in reasoning_parts)
+        ends.append(
+            {
+                "type": "block-end",
+                "index": 0,
+                "block": {"type": "reasoning", "text": "".join(reasoning_parts)},
+            }
+        )
+        index = 1
+    out.append({"type": "block-start", "index": index, "blockType": "text"})
+    out.extend({"type": "text-delta", "index": index, "text": p} for p in text_parts)
+    ends.append(
+        {
+            "type": "block-end",
+            "index": index,
+            "block": {"type": "text", "text": "".join(text_parts)},
+        }
+    )
+    out.extend(ends)
+    out.append(
+        {
+            "type": "usage",
+            "usage": {
+                "inputTokens": 11,
+                "outputTokens": 7,
+                "cacheReadTokens": 64,
+                "reasoningTokens": 3,
+            },
+        }
+    )
+    out.append({"type": "finish", "reason": {"kind": finish}})
+    return out
