@@ -64,7 +64,12 @@ from dsh_snapshot._provenance import (
 )
 from dsh_snapshot._publish import publish_fixtures
 from dsh_snapshot._recorded_env import recorded_provider_env
-from dsh_snapshot._request_drift import drift_failures, header_note
+from dsh_snapshot._request_drift import (
+    drift_after_stop,
+    drift_failures,
+    header_note,
+    only_drift,
+)
 from dsh_snapshot._scenario import AllowEntry, Scenario, ScenarioError
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import Mode, SnapshotSettings
@@ -114,6 +119,9 @@ class ScenarioResult:
     header_note: str = ""
     accepted: list[str] = field(default_factory=list[str])
     """``record-accept``: the request changes that kept their recorded answers."""
+    drift: list[str] = field(default_factory=list[str])
+    """Replay: the requests that differed from the recorded ones (a keyless accept of them
+    keeps the recorded answers)."""
 
     @property
     def persistence(self) -> str:
@@ -235,18 +243,24 @@ def replay_env(replay: ReplaySettings) -> dict[str, str]:
 
 
 def _check_report(path: Path, result: ScenarioResult) -> bool:
-    """Fold the agent's replay report into the result; True when the recording was consumed."""
+    """Fold the agent's replay report into the result; True when the recording was consumed.
+
+    A request drift leaves the recording unconsumed, but when it is the only problem every
+    recorded answer was used, in order: the drift is the whole failure (and accepting the run
+    keeps the recorded answers), so no ``assert_consumed`` repeats it."""
     try:
         report = ReplayReport.read(path)
     except ReplayError as exc:
         result.failures.append(f"replay report: {exc}")
         return False
-    result.failures.extend(drift_failures(report))
+    result.drift = drift_failures(report)
+    result.failures.extend(result.drift)
     result.calls_replayed = report.replayed_calls
     try:
         report.assert_consumed()
     except NotConsumedError as exc:
-        result.failures.append(f"assert_consumed: {exc}")
+        if not only_drift(report):
+            result.failures.append(f"assert_consumed: {exc}")
         return False
     return True
 
@@ -345,7 +359,7 @@ def run_scenario(
             # scenario refused for its files is left byte for byte as it was: SECURITY.md.)
             other = foreign_agent(scenario, settings.agent)
             command = other.command if other is not None else None
-            note = keep_failure(scenario, store, result.failures, command)
+            note = keep_failure(scenario, store, result.failures, command, result.drift)
             result.failures.extend([note] if note else [])
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
     # onto a terminal or a CI log.
@@ -477,8 +491,9 @@ def _run(
             elif settings.mode == "record-accept":
                 raise AgentError(
                     "--keep-answers records a foreign agent's (agent:) new requests with its "
-                    "recorded answers; our agent's scenarios are recorded again (record "
-                    "--scripted or record)"
+                    "recorded answers; for our agent's scenarios, accept the failing replay "
+                    f"(dsh-snapshot accept {scenario.path}) or refresh it: both keep the "
+                    "recorded answers"
                 )
             elif replay is not None:
                 # a live recording's drift check asks for the settings it was made with
@@ -533,9 +548,15 @@ def _run(
                 code = agent.finish()
             except AgentError as exc:
                 if model is None:
+                    if replay is not None and replay.report is not None:
+                        # A drift before the step failed (a call more than recorded) is
+                        # what accept must name: the agent's report says, once it exits.
+                        result.drift = drift_after_stop(agent.finish, replay.report)
+                        result.failures.extend(result.drift)
                     raise
                 # A foreign agent stopped: the cause is usually the proxy's refusal (request
                 # drift), buried in the agent's JSON-RPC error. Say it first, then the rest.
+                result.drift = model.drift()
                 raise AgentError(model.stopped_because(exc, agent.stderr_tail(800))) from None
             finally:
                 agent.kill()
@@ -570,13 +591,18 @@ def _run(
             allowances = settings.allowances
             if allowances is None:
                 allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
-            ran_clean = not result.failures
+            if model is not None:
+                result.drift = model.drift()
+            # Only a drift went wrong: every recorded answer was used, so accepting the
+            # outputs takes the new requests with those answers.
+            ran_clean = all(f in result.drift for f in result.failures)
             _compare(scenario, logs, frames, result, allowances)
             if settings.seed_slice:  # the proof's deliberate red is nothing to review
                 agent = foreign.command if foreign is not None else None
                 note = keep_pending(
-                    scenario, result.store, logs, frames, result.failures, ran_clean, agent
-                )
+                    scenario, result.store, logs, frames, result.failures, ran_clean, agent,
+                    result.drift,
+                )  # fmt: skip
                 result.failures.extend([note] if note else [])
         elif not result.failures and _meets_expectations(scenario, result):
             recording = None
