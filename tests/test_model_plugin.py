@@ -23,6 +23,9 @@ from dsh_snapshot.testing import copy_scenario
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "tool-call-turn"
 
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-model-acme")
+
 
 def test_the_acme_provider_is_registered_by_its_own_package_only() -> None:
     [entry] = [e for e in entry_points(group=MODEL_GROUP) if e.name == "acme"]

@@ -19,6 +19,9 @@ from dsh_core import Chunk
 from dsh_llm_proxy import STORE_MARKER, ProxyServer, is_recording_root, main, recorded_logs
 from dsh_scripted_server import ScriptedModelServer
 
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-store-memory")
+
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 ANSWER: list[Chunk] = [
     {"type": "block-start", "index": 0, "blockType": "text"},

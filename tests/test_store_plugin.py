@@ -10,7 +10,6 @@ Were any of them to bypass the registry (a hard-coded backend list, a glob for `
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,17 +26,8 @@ from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "subagent-fork-in-process"
 
-# dsh-store-memory is a test plugin (the `test-plugins` group): the dev group leaves it out, so
-# the gate a developer runs is the README's. nox -s "tests(package='workspace')" installs it
-# and sets DSH_REQUIRE_TEST_PLUGINS=1, where its absence is an error, never a skip.
-if "memory" not in store_backend_names():
-    if os.environ.get("DSH_REQUIRE_TEST_PLUGINS") == "1":
-        raise RuntimeError("dsh-store-memory is not installed (uv sync --group test-plugins)")
-    pytest.skip(
-        "dsh-store-memory is installed by nox -s \"tests(package='workspace')\" "
-        "(or uv sync --group test-plugins)",
-        allow_module_level=True,
-    )
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-store-memory")
 
 
 def test_the_memory_backend_is_registered_by_its_own_package_only() -> None:
