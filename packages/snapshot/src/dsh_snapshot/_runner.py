@@ -447,11 +447,19 @@ def _run(
             # The checkout the scenario (and the gate) are in: its .env and .git are hidden.
             "DSH_SANDBOX_HIDE": os.pathsep.join(hidden),
         }
-        # The warm agent confines itself after its fork: a replay's model is a file, so it
-        # gets no network at all; a server store must still be reached (TCP or its socket).
+        # Our agent confines itself (after its fork, or through the launcher of a fresh
+        # interpreter): a replay's model is a file, so it gets no network at all; a server
+        # store must still be reached (TCP or its socket). It writes only in the run's temp
+        # dir (cwd, sessions, TMPDIR, the replay report) and reads the scenario folder,
+        # nothing else of the checkout.
         embedded = store_backend(result.store).embedded
         confinement = ProcessConfinement(
-            network=not (replaying and embedded), unix_sockets=not embedded, mode=sandbox_mode
+            network=not (replaying and embedded),
+            unix_sockets=not embedded,
+            mode=sandbox_mode,
+            writable=(str(tmp),),
+            readable=(str(scenario.path.resolve()),),
+            hide=tuple(hidden),
         )
         replay = replay_settings(scenario, tmp, settings) if replaying else None
         foreign = foreign_agent(scenario, settings.agent)
@@ -512,7 +520,12 @@ def _run(
                 command = clock_command(clock, agent_command())
                 agent_env = agent_environment(env)
                 agent = ScenarioAgent(
-                    cwd, agent_env, settings.timeout, command=command, deadline=deadline
+                    cwd,
+                    agent_env,
+                    settings.timeout,
+                    command=command,
+                    confinement=confinement,
+                    deadline=deadline,
                 )
             else:
                 server = stack.enter_context(agents.lease()) if agents is not None else None
