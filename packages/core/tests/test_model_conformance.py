@@ -37,6 +37,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+
+import dsh_core
 
 import pytest
 
@@ -137,6 +140,21 @@ class OwnGuard(Wrapped):
         yield
 
 
+class ConnectsFirst(Wrapped):
+    # Core's guard, but only after a connection attempt (to a closed loopback port).
+    async def _stream(self, request):
+        probe = socket.socket()
+        try:
+            probe.connect(("127.0.0.1", 9))
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        dsh_core.check_model_request("https://192.0.2.10/chat/completions")
+        raise ModelError("connection refused", code="NETWORK")
+        yield
+
+
 def hook(client):
     @pytest.fixture
     def scripted_client(self):
@@ -194,6 +212,14 @@ class TestOwnGuard(ModelClientConformance):
     @pytest.fixture
     def remote_client(self):
         return lambda: OwnGuard([])
+
+
+class TestConnectsFirst(ModelClientConformance):
+    scripted_client = hook(Wrapped)
+
+    @pytest.fixture
+    def remote_client(self):
+        return lambda: ConnectsFirst([])
 '''
 
 _BREAKS = {
@@ -210,7 +236,9 @@ _BREAKS = {
     ("TestEchoesTheKey", "test_no_error_message_carries_the_key"),
     ("TestNoGuard", "test_a_remote_call_is_refused_while_live_calls_are_off"),
     ("TestNoGuard", "test_the_core_switch_refuses_a_remote_call"),
+    ("TestNoGuard", "test_a_remote_call_is_refused_before_any_connection"),
     ("TestOwnGuard", "test_the_core_switch_refuses_a_remote_call"),
+    ("TestConnectsFirst", "test_a_remote_call_is_refused_before_any_connection"),
 }
 """Which tests each broken client fails: its own rule's, and none of the others' but where
 breaking one rule breaks another by necessity (said above)."""

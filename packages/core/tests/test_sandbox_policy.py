@@ -20,25 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from dsh_core import BashTool, SandboxMechanisms, SandboxSettings, ToolOutcome, ToolSandbox
+from dsh_core import BashTool, SandboxSettings, ToolOutcome, ToolSandbox
 from dsh_core import _sandbox as sandbox_module
 from dsh_core._sandbox import _bwrap, _perl
 from dsh_core.testing import processes_named, tool_context
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("needs_sandbox")]
 PY = sys.executable
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _bubblewrap() -> None:  # pyright: ignore[reportUnusedFunction]
-    found = SandboxMechanisms.probe()
-    if found.missing and os.environ.get("CI") != "true":
-        pytest.skip(f"this system lacks a sandbox mechanism: {found.missing}")
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ them; a cancelled call ends with ``CancelledError`` and leaves the client usable
 message carries the key; with live calls off (``DSH_ALLOW_MODEL_REQUESTS=0``, or core's own
 ``dsh_core.ALLOW_MODEL_REQUESTS = False``: every client goes through core's one guard,
 :func:`dsh_core.check_model_request`), a remote call is refused with
-``MODEL_REQUESTS_DISABLED``. :func:`chunk_union_problems` is the first rule as a function.
+``MODEL_REQUESTS_DISABLED`` before any socket of the process tries to connect.
+:func:`chunk_union_problems` is the first rule as a function.
 
 This module imports pytest; ``dsh_core.testing`` imports it lazily.
 """
@@ -46,6 +47,7 @@ import dsh_core
 from dsh_core._events import Chunk, ContentBlock
 from dsh_core._model import ALLOW_MODEL_REQUESTS_ENV, ModelClient, ModelError, ModelRequest
 from dsh_core._script_player import ChunksEntry, HangEntry, ScriptEntry, ThrowEntry
+from dsh_core.testing._sockets import connect_attempts
 
 __all__ = ["ModelClientConformance", "ScriptedClientFactory", "chunk_union_problems"]
 
@@ -373,6 +375,18 @@ class ModelClientConformance:
         monkeypatch.setattr(dsh_core, "ALLOW_MODEL_REQUESTS", False)
         message = self._assert_refused(remote_client)
         assert "dsh_core.ALLOW_MODEL_REQUESTS" in message
+
+    def test_a_remote_call_is_refused_before_any_connection(
+        self,
+        remote_client: Callable[[], ModelClient] | None,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # A refusal after the connection (or a probe of the host) has already left the
+        # machine: the guard must come first.
+        monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
+        with connect_attempts() as attempts:
+            self._assert_refused(remote_client)
+        assert attempts == [], f"the refused call first tried to connect to {attempts}"
 
     def _assert_refused(self, remote_client: Callable[[], ModelClient] | None) -> str:
         """A call of a remote client fails as MODEL_REQUESTS_DISABLED; returns the message."""
