@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import ScenarioFiles
-from dsh_core.plugins import env_prefix
+from dsh_core.plugins import env_prefix, model_env_prefixes
 from dsh_snapshot._engine import Tally
 from dsh_snapshot._live import key_name, live_provider
 from dsh_snapshot.testing import INPUT, META, fake_key, write
@@ -27,8 +27,7 @@ _SUMMARY = re.compile(r"\d+ scenarios \(\d+ runs\).*")
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """The caller's environment without anything that would steer either front end."""
-    prefix = env_prefix(live_provider()) or "DSH_"
-    drop = ("DSH_", "PYTEST_", prefix)
+    drop = ("DSH_", "PYTEST_", *model_env_prefixes())
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)} | extra
 
 
