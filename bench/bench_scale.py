@@ -112,11 +112,14 @@ import json, statistics, sys, tempfile, time
 from pathlib import Path
 from dsh_acp_agent import AgentForkServer
 from dsh_acp_agent.testing import AgentProcess, agent_environment
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_provider
 runs = int(sys.argv[1])
+# The default provider, as a user starts it; its key variable named by the provider.
+[key] = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names
 def once(server):
     tmp = Path(tempfile.mkdtemp())
-    env = agent_environment({"DSH_SESSIONS_ROOT": str(tmp / "s"), "DSH_MODEL_CLIENT": "deepseek",
-                             "DEEPSEEK_API_KEY": "bench-not-a-key"})
+    env = agent_environment({"DSH_SESSIONS_ROOT": str(tmp / "s"),
+                             "DSH_MODEL_CLIENT": DEFAULT_MODEL_PROVIDER, key: "bench-not-a-key"})
     started = time.perf_counter()
     agent = AgentProcess(env, tmp, fork_server=server, timeout=120)
     agent.initialize()

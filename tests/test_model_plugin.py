@@ -2,7 +2,7 @@
 
 ``tests/plugins/dsh-model-acme`` registers the ``dsh.models`` entry point ``acme`` (a profile
 on the chat-completions wire with its own ``ACME_*`` variables, models and request field) in
-its own ``pyproject.toml``, and nothing in ``packages/`` names it. ``record --scripted`` must
+its own ``pyproject.toml``, and no code of the workspace names it. ``record --scripted`` must
 run our agent on it (the scripted server playing its profile, the agent's variables taken from
 its settings model) and the recording must replay. Were anything to hard-code DeepSeek's
 variables or models, the agent would call the wrong provider or the server would refuse it.
@@ -23,6 +23,15 @@ from dsh_snapshot.testing import copy_scenario
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "tool-call-turn"
 
+# Every Python file but the tests' own: the packages, the tools, the benchmarks, the noxfile.
+_WORKSPACE_CODE = [
+    *(path for top in ("packages", "tools", "bench") for path in (ROOT / top).rglob("*.py")),
+    ROOT / "noxfile.py",
+]
+
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-model-acme")
+
 
 def test_the_acme_provider_is_registered_by_its_own_package_only() -> None:
     [entry] = [e for e in entry_points(group=MODEL_GROUP) if e.name == "acme"]
@@ -31,7 +40,7 @@ def test_the_acme_provider_is_registered_by_its_own_package_only() -> None:
     assert "acme" in model_provider_names()
     named_in = [
         str(path.relative_to(ROOT))
-        for path in (ROOT / "packages").rglob("*.py")
+        for path in _WORKSPACE_CODE
         if "dsh_model_acme" in path.read_text(encoding="utf-8")
         or "ACME_" in path.read_text(encoding="utf-8")
     ]

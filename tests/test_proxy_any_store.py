@@ -1,7 +1,7 @@
 """The proxy records into, and replays from, any installed store backend: the proof.
 
 ``tests/plugins/dsh-store-memory`` registers the ``dsh.stores`` entry point ``memory`` in its
-own package and nothing in ``packages/`` names it (``test_store_plugin.py`` checks that). Were
+own package and no code of the workspace names it (``test_store_plugin.py`` checks that). Were
 the proxy to keep its own store list or file layout, ``--store memory`` would be refused, or
 the replay would find no sessions, and these tests would fail.
 """
@@ -18,6 +18,9 @@ import pytest
 from dsh_core import Chunk
 from dsh_llm_proxy import STORE_MARKER, ProxyServer, is_recording_root, main, recorded_logs
 from dsh_scripted_server import ScriptedModelServer
+
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-store-memory")
 
 KEY_ENV = "DSH_PROXY_TEST_UPSTREAM_KEY"
 ANSWER: list[Chunk] = [

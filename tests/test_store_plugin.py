@@ -1,7 +1,7 @@
 """A store backend is one new package and no edit elsewhere: the proof.
 
 ``tests/plugins/dsh-store-memory`` registers the ``dsh.stores`` entry point ``memory`` in its own
-``pyproject.toml`` and nothing in ``packages/`` names it. The agent must open it, the snapshot
+``pyproject.toml`` and no code of the workspace names it. The agent must open it, the snapshot
 runner must harvest through it (listing and export, no file names) and the result must equal
 the committed fixtures; the store must pass the conformance suite every backend passes.
 Were any of them to bypass the registry (a hard-coded backend list, a glob for ``*.jsonl``),
@@ -10,7 +10,6 @@ Were any of them to bypass the registry (a hard-coded backend list, a glob for `
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -27,17 +26,14 @@ from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "snapshots" / "sdk" / "subagent-fork-in-process"
 
-# dsh-store-memory is a test plugin (the `test-plugins` group): the dev group leaves it out, so
-# the gate a developer runs is the README's. nox -s "tests(package='workspace')" installs it
-# and sets DSH_REQUIRE_TEST_PLUGINS=1, where its absence is an error, never a skip.
-if "memory" not in store_backend_names():
-    if os.environ.get("DSH_REQUIRE_TEST_PLUGINS") == "1":
-        raise RuntimeError("dsh-store-memory is not installed (uv sync --group test-plugins)")
-    pytest.skip(
-        "dsh-store-memory is installed by nox -s \"tests(package='workspace')\" "
-        "(or uv sync --group test-plugins)",
-        allow_module_level=True,
-    )
+# Every Python file but the tests' own: the packages, the tools, the benchmarks, the noxfile.
+_WORKSPACE_CODE = [
+    *(path for top in ("packages", "tools", "bench") for path in (ROOT / top).rglob("*.py")),
+    ROOT / "noxfile.py",
+]
+
+# A test plugin (the `test-plugins` group): tests/conftest.py skips, or fails where it must be.
+pytestmark = pytest.mark.test_plugin("dsh-store-memory")
 
 
 def test_the_memory_backend_is_registered_by_its_own_package_only() -> None:
@@ -47,7 +43,7 @@ def test_the_memory_backend_is_registered_by_its_own_package_only() -> None:
     assert "memory" in store_backend_names()
     named_in = [
         str(path.relative_to(ROOT))
-        for path in (ROOT / "packages").rglob("*.py")
+        for path in _WORKSPACE_CODE
         if "dsh_store_memory" in path.read_text(encoding="utf-8")
     ]
     assert named_in == []

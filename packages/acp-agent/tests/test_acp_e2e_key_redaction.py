@@ -29,7 +29,9 @@ def test_a_key_echoed_by_the_provider_reaches_no_artefact(
         ]
     )
     messages: list[str] = []
-    with agent_run.start(DEEPSEEK_API_KEY=key, DEEPSEEK_MAX_RETRIES="0") as agent:
+    profile = model_server.profile
+    no_retries = {profile.env_name("api_key"): key, profile.env_name("max_retries"): "0"}
+    with agent_run.start(**no_retries) as agent:
         agent.initialize()
         session_id = agent.new_session(agent_run.workspace)
         for prompt in ("first", "second"):

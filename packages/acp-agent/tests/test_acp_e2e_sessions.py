@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from dsh_acp_agent.testing import AgentRun, text_reply, tool_reply
-from dsh_core.plugins import store_backend
-from dsh_scripted_server import ScriptedModelServer
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, store_backend
+from dsh_scripted_server import ScriptedModelServer, resolve_profile
 
 pytestmark = pytest.mark.e2e
 
@@ -135,7 +135,7 @@ def test_acp_replay_client_exit_codes(
         ("DSH_STORE", "xml"),
         ("DSH_MAX_STEPS", "0"),
         ("DSH_MODEL_CLIENT", "gpt"),
-        ("DEEPSEEK_MAX_RETRIES", "many"),
+        (resolve_profile(DEFAULT_MODEL_PROVIDER).env_name("max_retries"), "many"),
     ],
 )
 def test_acp_invalid_setting_exits_2(agent_run: AgentRun, variable: str, value: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 from acp.schema import SessionNotification
 
 from dsh_acp_agent.testing import AgentRun, ResponseError, text_reply, tool_reply
+from dsh_core.plugins import model_env_prefixes
 from dsh_scripted_server import Fault, Pause, ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
@@ -240,15 +241,17 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
     key = "sk-" + "".join(secrets.choice(alphabet) for _ in range(40))
     outside = tmp_path / "outside"
     outside.mkdir()
-    command = f"env; printenv DEEPSEEK_API_KEY; echo $HOME; touch {outside}/escaped; echo end"
+    key_name = model_server.profile.env_name("api_key")
+    command = f"env; printenv {key_name}; echo $HOME; touch {outside}/escaped; echo end"
     model_server.add_session(
         [
             tool_reply(("call_1", "bash", {"command": command, "description": "Look around"})),
             text_reply("DONE"),
         ]
     )
+    secrets_and_sandbox = {key_name: key, "GITHUB_TOKEN": key}
     with agent_run.start(
-        DEEPSEEK_API_KEY=key, GITHUB_TOKEN=key, DSH_SANDBOX="strict", DSH_SANDBOX_NETWORK="deny"
+        **secrets_and_sandbox, DSH_SANDBOX="strict", DSH_SANDBOX_NETWORK="deny"
     ) as agent:
         agent.initialize()
         session_id = agent.new_session(agent_run.workspace)
@@ -257,7 +260,7 @@ def test_acp_bash_sees_no_secret_and_stays_confined(
     result = next(e for e in agent_run.log(session_id).events if e.type == "tool/result")
     text = result.data["content"][0]["text"]
     assert "PATH=" in text
-    assert "DEEPSEEK" not in text
+    assert [p for p in model_env_prefixes() if p in text] == []  # no provider's variable
     assert "TOKEN" not in text
     [home] = [line[5:] for line in text.splitlines() if line.startswith("HOME=")]
     assert Path(home).parent.name.startswith("dsh-tool-")

@@ -7,17 +7,21 @@ import pytest
 from dsh_acp_agent.testing import _process as process
 from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV
+from dsh_core.plugins import secret_env_names
 
 
 def test_dsh_and_provider_variables_are_dropped_and_overrides_win(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DSH_STORE", "sqlite")
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "from-the-caller")
+    keys = secret_env_names()  # every installed provider's key variable
+    assert keys
+    for name in keys:
+        monkeypatch.setenv(name, "from-the-caller")
     monkeypatch.setenv(ALLOW_MODEL_REQUESTS_ENV, "0")
     env = agent_environment({"DSH_SESSIONS_ROOT": "/run/root"})
     assert "DSH_STORE" not in env
-    assert "DEEPSEEK_API_KEY" not in env
+    assert [name for name in keys if name in env] == []
     assert env[ALLOW_MODEL_REQUESTS_ENV] == "0"
     assert env["DSH_SESSIONS_ROOT"] == "/run/root"
 

@@ -18,7 +18,7 @@ import pytest
 
 from dsh_acp_agent import AgentForkServer, ForkedAgent, ForkServerError
 from dsh_acp_agent.testing import AgentProcess, agent_environment
-from dsh_core.plugins import store_backend
+from dsh_core.plugins import secret_env_names, store_backend
 
 _TESTS = Path(__file__).parent
 
@@ -82,7 +82,7 @@ def test_the_server_holds_no_key_and_a_child_has_no_terminal(
     # A child's /proc/<pid>/environ is the server's start-up environment, whatever the child
     # then sets: the server must start without the caller's credentials.
     fake = "sk-" + "f" * 8 + "-fork-server-probe"
-    for name in ("DEEPSEEK_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"):
+    for name in (*secret_env_names(), "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, fake)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(_TESTS), *sys.path]))
     with AgentForkServer(entry="fork_probe:main", preload=["fork_probe"]) as server:
@@ -99,8 +99,9 @@ def test_a_real_agent_forks_serves_and_reports_its_cost(tmp_path: Path) -> None:
     env = agent_environment(
         {
             "DSH_SESSIONS_ROOT": str(tmp_path / "sessions"),
-            "DSH_MODEL_CLIENT": "deepseek",
-            "DEEPSEEK_API_KEY": "test-key-not-secret",  # no prompt: the model is never called
+            # no prompt: the model is never called, so any provider does
+            "DSH_MODEL_CLIENT": "openai",
+            "OPENAI_API_KEY": "test-key-not-secret",
         }
     )
     with AgentForkServer() as server:

@@ -293,8 +293,9 @@ async def _answers(
 def test_every_answer_is_the_frame_acps_connection_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DSH_MODEL_CLIENT", "deepseek")
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key-not-secret")
+    # No prompt reaches the model (each is refused first): the generic provider does.
+    monkeypatch.setenv("DSH_MODEL_CLIENT", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
     workspace = tmp_path / "w"
     workspace.mkdir()
     messages = _hostile(str(workspace))

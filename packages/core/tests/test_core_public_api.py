@@ -183,6 +183,7 @@ _PUBLIC: dict[str, list[str]] = {
         "StoreConformance",
         "assert_public_api",
         "chunk_union_problems",
+        "connect_attempts",
         "corpus_cache",
         "corpus_unavailable",
         "crash_kills",

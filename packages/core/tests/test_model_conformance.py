@@ -37,6 +37,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+
+import dsh_core
 
 import pytest
 
@@ -99,6 +102,12 @@ class OneSessionForAll(Wrapped):
         return type(request)("everyone", request.messages)
 
 
+class OwnCodes(Wrapped):
+    # A code of its own for every status: well-formed, but not what the others say.
+    def failure(self, exc):
+        return ModelError(exc.message, code=f"HTTP_{exc.status}", status=exc.status)
+
+
 class BareErrors(Wrapped):
     def failure(self, exc):
         return RuntimeError(exc.message)
@@ -137,6 +146,21 @@ class OwnGuard(Wrapped):
         yield
 
 
+class ConnectsFirst(Wrapped):
+    # Core's guard, but only after a connection attempt (to a closed loopback port).
+    async def _stream(self, request):
+        probe = socket.socket()
+        try:
+            probe.connect(("127.0.0.1", 9))
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        dsh_core.check_model_request("https://192.0.2.10/chat/completions")
+        raise ModelError("connection refused", code="NETWORK")
+        yield
+
+
 def hook(client):
     @pytest.fixture
     def scripted_client(self):
@@ -161,6 +185,10 @@ class TestOneSessionForAll(ModelClientConformance):
 
 class TestBareErrors(ModelClientConformance):
     scripted_client = hook(BareErrors)
+
+
+class TestOwnCodes(ModelClientConformance):
+    scripted_client = hook(OwnCodes)
 
 
 class TestSwallowsPartial(ModelClientConformance):
@@ -194,6 +222,14 @@ class TestOwnGuard(ModelClientConformance):
     @pytest.fixture
     def remote_client(self):
         return lambda: OwnGuard([])
+
+
+class TestConnectsFirst(ModelClientConformance):
+    scripted_client = hook(Wrapped)
+
+    @pytest.fixture
+    def remote_client(self):
+        return lambda: ConnectsFirst([])
 '''
 
 _BREAKS = {
@@ -201,6 +237,8 @@ _BREAKS = {
     ("TestWrongUsage", "test_blocks_usage_and_finish_are_as_scripted"),
     ("TestOneSessionForAll", "test_each_session_plays_its_own_script"),
     ("TestBareErrors", "test_a_failure_is_a_model_error_with_a_code_and_the_status"),
+    ("TestBareErrors", "test_each_status_means_one_code"),
+    ("TestOwnCodes", "test_each_status_means_one_code"),
     # an error that is no ModelError is no failure the agent can log either
     ("TestBareErrors", "test_what_streamed_before_a_failure_is_yielded_first"),
     ("TestSwallowsPartial", "test_what_streamed_before_a_failure_is_yielded_first"),
@@ -210,7 +248,9 @@ _BREAKS = {
     ("TestEchoesTheKey", "test_no_error_message_carries_the_key"),
     ("TestNoGuard", "test_a_remote_call_is_refused_while_live_calls_are_off"),
     ("TestNoGuard", "test_the_core_switch_refuses_a_remote_call"),
+    ("TestNoGuard", "test_a_remote_call_is_refused_before_any_connection"),
     ("TestOwnGuard", "test_the_core_switch_refuses_a_remote_call"),
+    ("TestConnectsFirst", "test_a_remote_call_is_refused_before_any_connection"),
 }
 """Which tests each broken client fails: its own rule's, and none of the others' but where
 breaking one rule breaks another by necessity (said above)."""

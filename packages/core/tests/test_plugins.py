@@ -7,6 +7,7 @@ installed package; nothing is patched inside the registry.
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,12 +119,14 @@ _ENTRY_POINTS = {
         "not-a-factory": "fake_dsh_plugins:NOT_A_FACTORY",
         "wrong-name": "fake_dsh_plugins:WRONG_NAME",
         "store-makes-a-list": "fake_dsh_plugins:STORE_MAKES_A_LIST",
+        "lazy": "fake_dsh_plugins_lazy:LAZY_STORE",
     },
     MODEL_GROUP: {
         "good": "fake_dsh_plugins:GOOD_MODEL",
         "model-makes-an-int": "fake_dsh_plugins:MODEL_MAKES_AN_INT",
         "a-store-here": "fake_dsh_plugins:GOOD_STORE",
         "fails-to-import": "fake_dsh_plugins_missing_module:GOOD_MODEL",
+        "lazy-model": "fake_dsh_plugins_lazy:LAZY_MODEL",
     },
 }
 
@@ -131,6 +134,7 @@ _ENTRY_POINTS = {
 def _clear_caches() -> None:
     registry._entries.cache_clear()
     registry._load.cache_clear()
+    registry._checked.clear()
 
 
 @pytest.fixture
@@ -148,6 +152,11 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     ]
     (dist_info / "entry_points.txt").write_text("\n".join(sections), encoding="utf-8")
     (site / "fake_dsh_plugins.py").write_text(textwrap.dedent(_MODULE), encoding="utf-8")
+    (site / "fake_dsh_plugins_lazy.py").write_text(
+        "from fake_dsh_plugins import Backend, Provider\n"
+        "LAZY_STORE = Backend('lazy')\nLAZY_MODEL = Provider('lazy-model')\n",
+        encoding="utf-8",
+    )
     (site / "fake_dsh_plugins_raising.py").write_text(
         "raise RuntimeError('this plugin cannot start here')\n", encoding="utf-8"
     )
@@ -164,6 +173,17 @@ def test_names_come_from_the_installed_entry_points(installed: Path) -> None:
     assert "FAKE_MODEL_API_KEY" in secret_env_names()
     assert "FAKE_MODEL_" in model_env_prefixes()
     assert env_prefix(model_provider("good")) == "FAKE_MODEL_"
+
+
+def test_preload_imports_the_named_stores_and_every_model_provider(installed: Path) -> None:
+    sys.modules.pop("fake_dsh_plugins_lazy", None)
+    registry.preload(["good", "fails-to-import"])  # a broken plugin is skipped, never raised
+    # Only the stores named, but every model provider (the lazy module holds one of each).
+    assert {name for (group, name) in registry._checked if group == STORE_GROUP} == {"good"}
+    assert "lazy-model" in {name for (group, name) in registry._checked if group == MODEL_GROUP}
+    assert "fake_dsh_plugins_lazy" in sys.modules
+    registry.preload()
+    assert (STORE_GROUP, "lazy") in registry._checked
 
 
 def test_a_provider_without_settings_has_no_env_prefix() -> None:

@@ -1,165 +1,75 @@
-"""``preflight``: one GET /models, and one line saying what to do when the run cannot start."""
+"""``preflight`` on DeepSeek's profile: its models, its variables and its billing page in the
+one line that says what to do. The wire's rules (retries, redaction, bounded lines, what is no
+model list) are ``dsh-llm-openai``'s ``test_wire_preflight``."""
 
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable
+from typing import Any
 
-import httpx
 import pytest
-from pydantic import SecretStr
 
 from dsh_llm_deepseek import DeepSeekSettings, PreflightError, ServedModels, preflight
-from dsh_llm_deepseek.testing import Fault, ScriptedModelServer
+from dsh_scripted_server import Fault, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
 SettingsFactory = Callable[..., DeepSeekSettings]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def test_served_model_passes(make_settings: SettingsFactory) -> None:
-    with ScriptedModelServer() as server:
-        base_url = server.base_url
-        served = await preflight(make_settings(base_url, model="deepseek-v4-pro"))
-        [request] = server.requests
+async def test_a_served_model_passes(
+    make_settings: SettingsFactory, server: ScriptedModelServer
+) -> None:
+    served = await preflight(make_settings(server.base_url, model="deepseek-v4-pro"))
     assert served == ServedModels(
-        base_url=base_url, model="deepseek-v4-pro", names=("deepseek-flash", "deepseek-v4-pro")
+        base_url=server.base_url,
+        model="deepseek-v4-pro",
+        names=("deepseek-flash", "deepseek-v4-pro"),
     )
-    # One GET /models with the key, and no chat call.
-    assert (request.path, request.status, request.authorized) == ("/models", 200, True)
 
 
 @pytest.mark.parametrize(
-    ("server_options", "model", "problem", "status", "says"),
+    ("server_options", "model", "problem", "says"),
     [
-        (
-            {"api_key": "another-key"},
-            "deepseek-flash",
-            "auth",
-            401,
-            "rejected the API key (HTTP 401: Authentication Fails",
-        ),
         (
             {"models_fault": Fault.status(402, message="Insufficient Balance")},
             "deepseek-flash",
             "balance",
-            402,
-            "balance is exhausted (HTTP 402: Insufficient Balance): top it up",
+            "the DeepSeek account's balance is exhausted (HTTP 402: Insufficient Balance): "
+            "top it up at https://platform.deepseek.com",
         ),
         (
             {},
             "deepseek-chat",
             "model",
-            200,
             "does not serve model 'deepseek-chat': set DEEPSEEK_MODEL to one of: "
             "deepseek-flash, deepseek-v4-pro",
         ),
-        (
-            {"models_fault": Fault.status(503, body="<html><title>503 busy</title></html>")},
-            "deepseek-flash",
-            "http",
-            503,
-            "answered HTTP 503 (an HTML page (503 busy) instead of a JSON error)",
-        ),
     ],
 )
-async def test_each_problem_is_one_line_saying_what_to_do(
+async def test_a_problem_names_deepseeks_models_variables_and_billing(
     server_options: dict[str, object],
     model: str,
     problem: str,
-    status: int,
     says: str,
     make_settings: SettingsFactory,
-    test_key: str,
 ) -> None:
-    # The contract server in strict mode answers as the live API does.
-    with ScriptedModelServer(strict=True, **server_options) as server:  # type: ignore[arg-type]
-        with pytest.raises(PreflightError) as info:
-            await preflight(make_settings(server.base_url, model=model))
-        # Never a chat call; only the 503 is retried (conftest: two retries).
-        calls = 3 if status == 503 else 1
-        assert [r.path for r in server.requests] == ["/models"] * calls
-    error = info.value
-    assert (error.problem, error.status) == (problem, status)
-    assert says in str(error)
-    assert "\n" not in str(error)
-    assert test_key not in str(error)
-    if problem == "model":
-        assert error.served == ("deepseek-flash", "deepseek-v4-pro")
-
-
-async def test_unreachable_endpoint(make_settings: SettingsFactory) -> None:
-    base = f"http://127.0.0.1:{_closed_port()}"
-    with pytest.raises(PreflightError) as info:
-        await preflight(make_settings(base))
-    assert info.value.problem == "unreachable"
-    assert str(info.value).startswith(f"cannot reach {base}/models (ConnectError")
-    assert str(info.value).endswith("check DEEPSEEK_BASE_URL and the network, then rerun")
-    assert info.value.__context__ is None
-    assert info.value.__cause__ is None
-
-
-async def test_no_key(make_settings: SettingsFactory) -> None:
-    with pytest.raises(PreflightError) as info:
-        await preflight(make_settings("http://127.0.0.1:9", api_key=None))
-    assert info.value.problem == "no-key"
-    assert "set DEEPSEEK_API_KEY" in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("body", "says"),
-    [
-        (b"not json at all", "did not answer a model list (not json at all)"),
-        (b'{"data": [{"name": "x"}]}', "did not answer a model list"),
-        (b'{"data": "x"}', "did not answer a model list"),
-        (b"[1]", "did not answer a model list"),
-        (b'{"data": [1]}', "did not answer a model list"),
-    ],
-)
-async def test_an_answer_that_is_no_model_list(
-    body: bytes, says: str, make_settings: SettingsFactory
-) -> None:
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
-    with pytest.raises(PreflightError) as info:
-        await preflight(make_settings("http://deepseek.test"), transport=transport)
-    assert info.value.problem == "protocol"
+    # The contract server in strict mode answers as DeepSeek's live API does.
+    options: dict[str, Any] = {"strict": True, "profile": DeepSeekSettings, **server_options}
+    with ScriptedModelServer(**options) as srv, pytest.raises(PreflightError) as info:
+        await preflight(make_settings(srv.base_url, model=model))
+    assert info.value.problem == problem
     assert says in str(info.value)
 
 
-async def test_a_key_echoed_by_the_endpoint_is_redacted(
-    make_settings: SettingsFactory, test_key: str
-) -> None:
-    # The echo straddles the old 4,096-byte cut: it must go before anything is cut.
-    body = b"x" * 4090 + test_key.encode() + b" is not valid"
-    transport = httpx.MockTransport(lambda request: httpx.Response(403, content=body))
-    settings = make_settings("http://deepseek.test", api_key=SecretStr(test_key))
-    with pytest.raises(PreflightError) as info:
-        await preflight(settings, transport=transport)
-    assert info.value.problem == "auth"
-    assert test_key[:8] not in repr(info.value.args)
-
-
-async def test_a_busy_endpoint_is_retried_honouring_retry_after(
-    make_settings: SettingsFactory,
-) -> None:
-    answers = [
-        httpx.Response(429, headers={"Retry-After": "0.3"}, json={"error": {"message": "busy"}}),
-        httpx.Response(200, json={"object": "list", "data": [{"id": "deepseek-flash"}]}),
-    ]
-    sent: list[float] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(time.monotonic())
-        return answers[len(sent) - 1]
-
-    transport = httpx.MockTransport(answer)
-    served = await preflight(make_settings("http://deepseek.test"), transport=transport)
-    assert served.names == ("deepseek-flash",)
-    assert sent[1] - sent[0] >= 0.3
+async def test_the_variables_to_fix_are_deepseeks(make_settings: SettingsFactory) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    with pytest.raises(PreflightError) as unreachable:
+        await preflight(make_settings(f"http://127.0.0.1:{closed}"))
+    assert "check DEEPSEEK_BASE_URL and the network" in str(unreachable.value)
+    with pytest.raises(PreflightError) as keyless:
+        await preflight(make_settings("http://127.0.0.1:9", api_key=None))
+    assert "no DeepSeek API key: set DEEPSEEK_API_KEY" in str(keyless.value)

@@ -13,7 +13,12 @@ from pydantic import ValidationError
 
 import dsh_snapshot._batch as batch
 import dsh_snapshot.cli
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, default_store_backend_names
+from dsh_core.plugins import (
+    DEFAULT_MODEL_PROVIDER,
+    DEFAULT_STORE_BACKEND,
+    default_store_backend_names,
+)
+from dsh_scripted_server import resolve_profile
 from dsh_snapshot import (
     ScenarioResult,
     SnapshotSettings,
@@ -214,7 +219,7 @@ def test_a_refresh_keeps_a_live_recordings_provenance(
         "    cacheRead: 0\n    reasoning: 0\n"
     )
     before = meta.read_bytes()
-    monkeypatch.setenv("DEEPSEEK_MODEL", "deepseek-new")
+    monkeypatch.setenv(resolve_profile(DEFAULT_MODEL_PROVIDER).env_name("model"), "deepseek-new")
     [result] = run(SnapshotSettings(mode="refresh"), [load_scenario(folder)])
     assert result.ok, result.failures
     assert meta.read_bytes() == before

@@ -19,11 +19,14 @@ import pytest
 from pydantic import SecretStr
 
 from dsh_core import Chunk, ToolSandbox
-from dsh_core.plugins import default_store_backend_names
-from dsh_scripted_server import ScriptedModelServer
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, default_store_backend_names, secret_env_names
+from dsh_scripted_server import ScriptedModelServer, resolve_profile
 from dsh_snapshot import ScenarioError, SnapshotSettings, load_scenario, run_scenario
 from dsh_snapshot._foreign import ForeignAgent, foreign_agent, private_paths
 from dsh_snapshot.cli import main
+
+# The provider a live recording forwards to (the default); its variables named by its settings.
+_LIVE = resolve_profile(DEFAULT_MODEL_PROVIDER)
 
 requires_sandbox = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the agent sandbox is bubblewrap (Linux)"
@@ -165,7 +168,7 @@ def test_default_base_url_variable(tmp_path: Path) -> None:
 
 
 def test_the_agent_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN",
+    for name in (*secret_env_names(), "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN",
                  "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS",
                  "AZURE_CLIENT_SECRET", "ACTIONS_RUNTIME_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
                  "DSH_SESSIONS_ROOT", "HTTPS_PROXY", "LD_PRELOAD", "PYTHONPATH", "BASH_ENV",
@@ -312,7 +315,7 @@ def test_a_live_recording_keeps_the_key_in_the_proxy(
     key = "sk-" + "0123456789abcdef" * 2
     with ScriptedModelServer(api_key=key) as upstream:
         upstream.add_session([_answer("PONG")])
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", upstream.base_url)
+        monkeypatch.setenv(_LIVE.env_name("base_url"), upstream.base_url)
         result = run_scenario(
             load_scenario(folder), SnapshotSettings(mode="record", api_key=SecretStr(key))
         )
@@ -334,7 +337,7 @@ def test_a_key_the_model_echoes_is_never_published(
     planted = "sk-" + "a1b2c3d4e5f6" * 3
     with ScriptedModelServer() as upstream:  # the live API, answering with a key
         upstream.add_session([_answer(f"PONG {planted}")])
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", upstream.base_url)
+        monkeypatch.setenv(_LIVE.env_name("base_url"), upstream.base_url)
         result = run_scenario(
             load_scenario(folder), SnapshotSettings(mode="record", api_key=SecretStr("k" * 8))
         )
@@ -448,7 +451,7 @@ def test_the_model_side_errors_are_clear(tmp_path: Path, monkeypatch: pytest.Mon
     # A live recording without a key: nothing starts.
     keyless = run_scenario(scenario, SnapshotSettings(mode="record", api_key=None))
     assert keyless.failures == [
-        "AgentError: record needs DEEPSEEK_API_KEY (it goes to the proxy only)"
+        f"AgentError: record needs {_LIVE.env_name('api_key')} (it goes to the proxy only)"
     ]
 
     # A proxy that cannot start (no loopback port): the run says so, the cause quoted.

@@ -30,8 +30,12 @@ from typing import Any, cast
 
 import pytest
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_provider
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import META, Sandbox, said, session_log, tool_call, tree_state
+
+# The key a record reads: the default provider's, as its factory names it.
+[_KEY_VAR] = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names
 
 
 def b64(text: str) -> str:
@@ -249,7 +253,7 @@ CASES = [
     ),
     Case(
         "secret-hidden-dotenv",
-        _secret("workspace/.env", lambda key: f"DEEPSEEK_API_KEY={key}\n"),
+        _secret("workspace/.env", lambda key: f"{_KEY_VAR}={key}\n"),
         expect=("workspace/.env:1:",),
     ),
     Case(
@@ -346,7 +350,7 @@ def test_hostile_scenario_stays_in_its_run(
     monkeypatch.setenv("HOME", str(box.home))
     monkeypatch.setenv("TMPDIR", str(box.tmpdir))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setenv("DEEPSEEK_API_KEY", box.key)
+    monkeypatch.setenv(_KEY_VAR, box.key)
     monkeypatch.setenv("OPENAI_API_KEY", box.other_key)
     monkeypatch.chdir(box.tmpdir)
     outside = {"sentinel": tree_state(box.sentinel), "home": tree_state(box.home)}
@@ -391,7 +395,6 @@ def test_record_with_a_hostile_model(
     model runs ``env``, tries to read an outside key through a symlink it makes, and writes
     outside the workspace and into ``$HOME``: the sandbox hides the key (the host's /tmp) and
     refuses the writes, so the recording holds the failures, no key, and is published."""
-    from dsh_core.plugins import DEFAULT_MODEL_PROVIDER  # noqa: PLC0415
     from dsh_scripted_server import ScriptedModelServer  # noqa: PLC0415 - this test only
 
     box = Sandbox.create(tmp_path)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_core.plugins import secret_env_names
 from dsh_snapshot import ScenarioError, load_scenario, redact, scan_file, scan_folder
 from dsh_snapshot._keyscan import digest, scan_text
 from dsh_snapshot._provenance import with_provenance
@@ -54,11 +55,13 @@ def test_ordinary_fixture_lines_pass(tmp_path: Path, line: str) -> None:
 def test_live_key_value_is_found_even_without_a_pattern(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DEEPSEEK_API_KEY", "plainvalue123")
+    # Any installed provider's key variable: the scan knows them all (secret_env_names).
+    name = secret_env_names()[0]
+    monkeypatch.setenv(name, "plainvalue123")
     path = tmp_path / "stdout.expected.jsonl"
     path.write_text('{"a":1}\n{"t":"x plainvalue123 y"}\n', encoding="utf-8")
     findings = scan_file(path)
-    assert [(f.line, f.kind) for f in findings] == [(2, "the value of DEEPSEEK_API_KEY")]
+    assert [(f.line, f.kind) for f in findings] == [(2, f"the value of {name}")]
 
 
 def test_folder_scan_covers_workspace_and_hidden_files(tmp_path: Path) -> None:

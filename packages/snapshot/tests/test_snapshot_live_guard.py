@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV
 from dsh_snapshot import SnapshotSettings, load_scenario
-from dsh_snapshot._runner import replay_env, replay_settings
+from dsh_snapshot._model_side import replay_env, replay_settings
 
 _SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots" / "sdk"
 

@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_env_prefixes, model_provider
 from dsh_snapshot import load_scenario, write_fixtures
 from dsh_snapshot.cli import record_key
+
+# The key a live recording reads: the default provider's.
+[_KEY_VAR] = model_provider(DEFAULT_MODEL_PROVIDER).secret_env_names
 
 
 def _scenario(folder: Path) -> Path:
@@ -27,7 +31,7 @@ def _scenario(folder: Path) -> Path:
 
 def test_record_without_a_key_skips_with_one_line(tmp_path: Path) -> None:
     folder = _scenario(tmp_path / "sdk" / "x")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPSEEK_", "DSH_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith((*model_env_prefixes(), "DSH_"))}
     exe = Path(sys.executable).with_name("dsh-snapshot")
     proc = subprocess.run(
         [str(exe), "record", str(folder)],
@@ -39,17 +43,17 @@ def test_record_without_a_key_skips_with_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "dsh-snapshot record: skipped: no DEEPSEEK_API_KEY in the environment or ./.env "
+        f"dsh-snapshot record: skipped: no {_KEY_VAR} in the environment or ./.env "
         "(use `dsh-snapshot record --scripted` to record keylessly)"
     ]
     assert sorted(p.name for p in folder.iterdir()) == ["input.json", "snapshot.yml"]
 
 
 def test_record_reads_dotenv_from_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.delenv(_KEY_VAR, raising=False)
     monkeypatch.chdir(tmp_path)
     assert record_key() is None
-    (tmp_path / ".env").write_text("DEEPSEEK_API_KEY=from-dotenv-file\n")
+    (tmp_path / ".env").write_text(f"{_KEY_VAR}=from-dotenv-file\n")
     assert record_key() == "from-dotenv-file"
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from dsh_acp_agent import AgentSettings, build_agent
 from dsh_core import CreateOptions, SessionMeta, log_normalizer, normalize_log, read_log
+from dsh_core.plugins import model_env_prefixes
 from dsh_llm_replay import ReplayModelClient
 from dsh_snapshot import SnapshotSettings, harvest, load_scenario, run_scenario
 
@@ -68,7 +69,7 @@ async def _replay_in_process(tmp: Path, prompt: str) -> tuple[list[str], ReplayM
 @pytest.fixture
 def replay_env(monkeypatch: pytest.MonkeyPatch) -> None:
     scenario = load_scenario(SCENARIO)
-    for name in [n for n in os.environ if n.startswith(("DSH_", "DEEPSEEK_"))]:
+    for name in [n for n in os.environ if n.startswith(("DSH_", *model_env_prefixes()))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("DSH_SNAPSHOT_FILE", str(scenario.primary_file))
     monkeypatch.setenv(

@@ -1,7 +1,7 @@
 """``dsh-snapshot record`` "live" end to end, against a contract server on 127.0.0.1.
 
 The CLI runs as the user runs it (a subprocess, what ``nox -s snapshot_record`` calls), with
-``DEEPSEEK_API_KEY`` (a fake key built here) and ``DEEPSEEK_BASE_URL`` pointing at one
+the live provider's key variable (a fake key built here) and its base URL pointing at one
 :class:`ScriptedModelServer` that answers every scenario through a ``ScriptLibrary`` of the
 scenarios' own scripts. Everything runs on copies in tmp; the committed fixtures are only read.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, model_env_prefixes
 from dsh_scripted_server import (
     Fault,
     RecordedRequest,
@@ -32,8 +33,11 @@ from dsh_scripted_server import (
 _SECONDS = 240
 
 # The live provider these tests record against, played by the scripted server.
-PROFILE = "deepseek"
-SERVED_MODELS = resolve_profile(PROFILE).served_models
+PROFILE = DEFAULT_MODEL_PROVIDER
+LIVE = resolve_profile(PROFILE)
+SERVED_MODELS = LIVE.served_models
+# Its variables, named by its settings model.
+KEY, BASE_URL, MODEL = (LIVE.env_name(field) for field in ("api_key", "base_url", "model"))
 
 
 def _fake_key() -> str:
@@ -45,7 +49,9 @@ def _cli(
     cwd: Path, env: dict[str, str], *args: str, timeout: float = _SECONDS
 ) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("dsh-snapshot")
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_"))}
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DSH_", *model_env_prefixes()))
+    }
     return subprocess.run(
         [str(exe), *args],
         cwd=cwd,
@@ -80,9 +86,9 @@ class Contract:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
-            "DEEPSEEK_API_KEY": self.key,
-            "DEEPSEEK_BASE_URL": self.server.base_url,
-            "DEEPSEEK_RETRY_BASE_WAIT": "0",
+            KEY: self.key,
+            BASE_URL: self.server.base_url,
+            LIVE.env_name("retry_base_wait"): "0",
             **extra,
         }
 
@@ -166,7 +172,7 @@ def _stopped_at_preflight(
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     assert len(lines) == 2, run.stdout
     # Before the first request (the preflight), where the key goes.
-    assert lines[0].startswith("dsh-snapshot record: DEEPSEEK_API_KEY is sent to 127.0.0.1:")
+    assert lines[0].startswith(f"dsh-snapshot record: {KEY} is sent to 127.0.0.1:")
     assert lines[1].startswith("dsh-snapshot record: stopped before any scenario, nothing written")
     assert _chat_calls(c.server) == []
     assert _snapshot_bytes(c.folder) == before
@@ -180,7 +186,7 @@ def test_a_retired_model_stops_at_the_preflight_with_the_served_names(
     folder = _one(committed, tmp_path)
     c = contract(folder.parent)
     before = _snapshot_bytes(folder.parent)
-    line = _stopped_at_preflight(c.record(DEEPSEEK_MODEL="deepseek-chat"), c, before)
+    line = _stopped_at_preflight(c.record(**{MODEL: "deepseek-chat"}), c, before)
     assert "deepseek-chat" in line
     for served in SERVED_MODELS:
         assert served in line
@@ -189,9 +195,9 @@ def test_a_retired_model_stops_at_the_preflight_with_the_served_names(
 @pytest.mark.parametrize(
     ("server", "env", "fragment"),
     [
-        ({}, {"DEEPSEEK_API_KEY": "sk-wrong"}, "401"),
+        ({}, {KEY: "sk-wrong"}, "401"),
         ({"models_fault": Fault.status(402, message="Insufficient Balance")}, {}, "402"),
-        ({}, {"DEEPSEEK_BASE_URL": "http://127.0.0.1:9"}, "127.0.0.1:9"),
+        ({}, {BASE_URL: "http://127.0.0.1:9"}, "127.0.0.1:9"),
     ],
     ids=["rejected-key", "no-balance", "unreachable"],
 )
@@ -313,9 +319,11 @@ def test_the_pytest_plugin_runs_the_preflight_before_its_first_recording(
     c = contract(folder.parent)
     before = _snapshot_bytes(folder.parent)
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("DSH_", "DEEPSEEK_", "PYTEST_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DSH_", *model_env_prefixes(), "PYTEST_"))
     }
-    env |= c.env(DSH_SNAPSHOT="record", DEEPSEEK_MODEL="deepseek-reasoner")
+    env |= c.env(DSH_SNAPSHOT="record", **{MODEL: "deepseek-reasoner"})
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--dsh-snapshots",
          str(folder.parent), "--rootdir", str(tmp_path)],

@@ -1,6 +1,6 @@
 """A live recording replays against the provider settings it was made with.
 
-The runner strips ``DEEPSEEK_*`` from the agent's environment, so the replay's live config
+The runner strips the provider's variables from the agent's environment, so the replay's live config
 would be the provider's defaults; a scenario recorded live with another model would then fail
 with request drift forever. ``provenance:`` says what the recording was made with and the
 runner hands it back to the agent (``dsh_snapshot._recorded_env``); ``agent_env`` still wins.
@@ -21,6 +21,7 @@ import pytest
 
 from dsh_core.plugins import model_provider
 from dsh_llm_replay import LIVE_PROVIDER_ENV
+from dsh_scripted_server import resolve_profile
 from dsh_snapshot import (
     Mode,
     ScenarioResult,
@@ -33,6 +34,12 @@ from dsh_snapshot._provenance import Provenance, TokenTotals, with_provenance
 from dsh_snapshot._recorded_env import recorded_provider_env
 
 _SCENARIO = "subagent-parallel"
+_PROVIDER = "deepseek"  # the scenario's recorded provider: a profile with thinking and effort
+# Its variables, named by its settings model.
+_MODEL_VAR, _THINKING_VAR, _EFFORT_VAR = (
+    resolve_profile(_PROVIDER).env_name(field)
+    for field in ("model", "thinking", "reasoning_effort")
+)
 _MODEL = "deepseek-v4-pro"  # not the provider's default (deepseek-flash)
 _EFFORT = "low"  # not the resolved default (high)
 
@@ -44,7 +51,7 @@ def _run(folder: Path, mode: Mode = "replay", /, **env: str) -> ScenarioResult:
 
 def _provenance(**fields: Any) -> Provenance:
     return Provenance(
-        provider=fields.get("provider", "deepseek"),
+        provider=fields.get("provider", _PROVIDER),
         model=fields.get("model", _MODEL),
         thinking=fields.get("thinking", "enabled"),
         reasoningEffort=fields.get("reasoningEffort", _EFFORT),
@@ -107,8 +114,8 @@ def test_without_provenance_the_same_recording_drifts_to_the_defaults(
 @pytest.mark.parametrize(
     ("variable", "value", "field", "recorded"),
     [
-        ("DEEPSEEK_MODEL", "deepseek-flash", "config.model", _MODEL),
-        ("DEEPSEEK_REASONING_EFFORT", "max", "config.reasoningEffort", _EFFORT),
+        (_MODEL_VAR, "deepseek-flash", "config.model", _MODEL),
+        (_EFFORT_VAR, "max", "config.reasoningEffort", _EFFORT),
     ],
 )
 def test_agent_env_still_wins_and_a_changed_setting_drifts(
@@ -134,26 +141,26 @@ def test_an_invalid_recorded_setting_fails_naming_file_and_field(live_copy: Path
     assert not result.ok
     assert result.failures[0].startswith(
         f"ValueError: {meta}: provenance.thinking: 'sometimes' is not a valid deepseek "
-        "thinking (DEEPSEEK_THINKING): Input should be 'enabled' or 'disabled'"
+        f"thinking ({_THINKING_VAR}): Input should be 'enabled' or 'disabled'"
     ), result.failures
 
 
 def test_the_env_names_the_provider_and_its_settings_but_never_a_secret(live_copy: Path) -> None:
     env = recorded_provider_env(load_scenario(live_copy))
     assert env == {
-        LIVE_PROVIDER_ENV: "deepseek",
-        "DEEPSEEK_MODEL": _MODEL,
-        "DEEPSEEK_THINKING": "enabled",
-        "DEEPSEEK_REASONING_EFFORT": _EFFORT,
+        LIVE_PROVIDER_ENV: _PROVIDER,
+        _MODEL_VAR: _MODEL,
+        _THINKING_VAR: "enabled",
+        _EFFORT_VAR: _EFFORT,
     }
-    assert not set(env) & set(model_provider("deepseek").secret_env_names)
+    assert not set(env) & set(model_provider(_PROVIDER).secret_env_names)
 
 
 def test_an_unset_recorded_effort_is_left_to_the_provider_default(live_copy: Path) -> None:
     meta = live_copy / "snapshot.yml"
     text = with_provenance(meta.read_text("utf-8"), "live", _provenance(reasoningEffort=None))
     meta.write_text(text, "utf-8")
-    assert "DEEPSEEK_REASONING_EFFORT" not in recorded_provider_env(load_scenario(live_copy))
+    assert _EFFORT_VAR not in recorded_provider_env(load_scenario(live_copy))
 
 
 @pytest.mark.parametrize(

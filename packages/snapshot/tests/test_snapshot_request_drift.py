@@ -2,9 +2,10 @@
 
 ``subagent-parallel`` is recorded with the ``current`` loop, whose logs hold
 ``request/header``: a changed system prompt (``DSH_SYSTEM_PROMPT_FILE``), a changed model
-(``DEEPSEEK_MODEL``) and a tool description that changed since the recording each fail the
-replay with the file, turn, step and field; refresh then accepts the new header. A June-era
-scenario has no header: it still passes, and the gate says it was not checked.
+(the default provider's ``model`` setting) and a tool description that changed since the
+recording each fail the replay with the file, turn, step and field; refresh then accepts the
+new header. A June-era scenario has no header: it still passes, and the gate says it was not
+checked.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_scripted_server import resolve_profile
 from dsh_snapshot import Mode, ScenarioResult, SnapshotSettings, load_scenario, run_scenario
+
+# The variable of the default provider's model, named by its settings.
+_MODEL_VAR = resolve_profile(DEFAULT_MODEL_PROVIDER).env_name("model")
 
 _CHECKED = "subagent-parallel"
 _JUNE = "text-turn"
@@ -59,13 +65,13 @@ def test_a_changed_model_fails_at_config_model_then_refresh_accepts_it(
     scenario_copy: Callable[[str], Path],
 ) -> None:
     folder = scenario_copy(_CHECKED)
-    failure = _drift(_run(folder, DEEPSEEK_MODEL="deepseek-v4-pro"))
+    failure = _drift(_run(folder, **{_MODEL_VAR: "deepseek-v4-pro"}))
     assert failure.endswith(
         'turn 1, step 1: config.model: expected "deepseek-flash", actual "deepseek-v4-pro"; '
         "the recording was made with another request header: refresh or record the scenario "
         "to accept the new one"
     )
-    _accepted_by_refresh(folder, DEEPSEEK_MODEL="deepseek-v4-pro")
+    _accepted_by_refresh(folder, **{_MODEL_VAR: "deepseek-v4-pro"})
 
 
 def _set_recorded_bash_description(log: Path, text: str) -> None:

@@ -139,6 +139,8 @@ class AgentForkServer:
             credential-shaped variable, :func:`dsh_core.is_secret_name`); each child gets the
             environment passed to :meth:`spawn` instead. The server holds no key: a child's
             ``/proc/<pid>/environ`` is the server's, whatever :meth:`spawn` passes.
+        stores: the store backends imported before any fork (default: every installed one);
+            a child that opens another imports it itself.
     """
 
     def __init__(
@@ -148,10 +150,18 @@ class AgentForkServer:
         entry: str = AGENT_ENTRY,
         preload: Sequence[str] = PRELOAD,
         env: Mapping[str, str] | None = None,
+        stores: Sequence[str] | None = None,
     ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.busy = False
-        config = json.dumps({"fd": theirs.fileno(), "entry": entry, "preload": list(preload)})
+        config = json.dumps(
+            {
+                "fd": theirs.fileno(),
+                "entry": entry,
+                "preload": list(preload),
+                "stores": None if stores is None else list(stores),
+            }
+        )
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "dsh_acp_agent._forkserver", config],
@@ -388,7 +398,8 @@ def main(argv: Sequence[str]) -> None:
     sock = socket.socket(fileno=int(config["fd"]))
     for module in config["preload"]:
         importlib.import_module(module)
-    plugins.preload()  # every child inherits the entry point lookup and the store modules
+    # Every child inherits the entry point lookup, the store modules and the model providers.
+    plugins.preload(config.get("stores"))
     prepare_process_confinement()  # libseccomp compiles the filters once, not per child
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))

@@ -32,9 +32,12 @@ if TYPE_CHECKING:
     from dsh_snapshot._diff import Difference, first_difference
     from dsh_snapshot._discover import discover
     from dsh_snapshot._engine import Selection, run, select
+    from dsh_snapshot._harvest import harvest
     from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
+    from dsh_snapshot._outcome import write_fixtures
     from dsh_snapshot._publish import DirtyRecordingError, publish_fixtures
-    from dsh_snapshot._runner import ScenarioResult, harvest, run_scenario, write_fixtures
+    from dsh_snapshot._result import ScenarioResult
+    from dsh_snapshot._runner import run_scenario
     from dsh_snapshot._scenario import (
         AllowEntry,
         Scenario,
@@ -138,10 +141,10 @@ _HOMES = {
     "scan_text": "dsh_snapshot._keyscan",
     "DirtyRecordingError": "dsh_snapshot._publish",
     "publish_fixtures": "dsh_snapshot._publish",
-    "ScenarioResult": "dsh_snapshot._runner",
-    "harvest": "dsh_snapshot._runner",
+    "ScenarioResult": "dsh_snapshot._result",
+    "harvest": "dsh_snapshot._harvest",
     "run_scenario": "dsh_snapshot._runner",
-    "write_fixtures": "dsh_snapshot._runner",
+    "write_fixtures": "dsh_snapshot._outcome",
     "AllowEntry": "dsh_snapshot._scenario",
     "Scenario": "dsh_snapshot._scenario",
     "ScenarioError": "dsh_snapshot._scenario",

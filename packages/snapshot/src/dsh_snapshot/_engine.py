@@ -157,7 +157,10 @@ def run(
     with contextlib.ExitStack() as stack:
         pool: WarmAgents | None = None
         if not settings.cold:
-            pool = agents if agents is not None else stack.enter_context(WarmAgents(jobs))
+            stores = sorted({store for _, store in pairs})
+            pool = agents
+            if pool is None:
+                pool = stack.enter_context(WarmAgents(jobs, stores=stores))
 
         def one(scenario: Scenario, store: str) -> ScenarioResult:
             result = _attempts(scenario, settings, store, pool, on_result)

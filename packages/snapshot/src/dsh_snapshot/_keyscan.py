@@ -224,7 +224,12 @@ def scan_file(
     Files already scanned with the same content and the same secrets to look for are
     answered from ``_scancache`` (in memory, and in ``DSH_SCAN_CACHE_DIR`` when set).
     """
-    name = file or path.name
+    return _scan_path(path, file or path.name, _literals(literals), base)
+
+
+def _scan_path(
+    path: Path, name: str, keys: tuple[tuple[str, str], ...], base: Path | None
+) -> list[KeyFinding]:
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
@@ -239,7 +244,6 @@ def scan_file(
         return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc})")]
     except OSError as exc:
         return [KeyFinding(path, 0, f"cannot be read for the key scan ({exc.strerror})")]
-    keys = _literals(literals)
     key = cache_key(data, [value for _, value in keys])
     cached = lookup(key)
     if cached is None:
@@ -322,6 +326,9 @@ def scan_folder(
         allowed.setdefault((e.file, e.hash), i)
     used: set[int] = set()
     shown = display or folder
+    # The secret values looked for, read once per folder (every provider's key variables).
+    keys = _literals(literals)
+    real = folder.resolve()
     out: list[KeyFinding] = []
     for _entry, rel, target in _entries(folder):
         if deadline is not None and time.monotonic() > deadline:
@@ -338,7 +345,7 @@ def scan_folder(
         if isinstance(target, KeyFinding):
             out.append(KeyFinding(shown / rel, 0, target.kind, file=rel))
             continue
-        for f in scan_file(target, rel, literals, base=folder.resolve()):
+        for f in _scan_path(target, rel, keys, real):
             # A pending output (``.pending/<store>/session.jsonl``) is the fixture it
             # would become, so the fixture's reviewed false positives cover it too.
             pending = rel.split("/", 2)

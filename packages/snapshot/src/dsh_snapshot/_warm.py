@@ -12,7 +12,7 @@ import contextlib
 import os
 import queue
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 
 from dsh_acp_agent import AgentForkServer, ForkServerError
 
@@ -33,11 +33,16 @@ class WarmAgents:
     Args:
         size: how many runs may hold a server at once (the number of worker threads).
         start_timeout: seconds a server may take to import the agent.
+        stores: the store backends the runs open, imported once by each server (default:
+            every installed one).
     """
 
-    def __init__(self, size: int, start_timeout: float = 120.0) -> None:
+    def __init__(
+        self, size: int, start_timeout: float = 120.0, *, stores: Sequence[str] | None = None
+    ) -> None:
         self._size = max(size, 1)
         self._start_timeout = start_timeout
+        self._stores = None if stores is None else tuple(stores)
         self._idle: queue.SimpleQueue[AgentForkServer] = queue.SimpleQueue()
         self._all: list[AgentForkServer] = []
         self._count = 0  # servers started or starting
@@ -79,7 +84,7 @@ class WarmAgents:
         if not start:
             return self._idle.get()  # every server exists: wait for one to come back
         try:
-            server = AgentForkServer(self._start_timeout)
+            server = AgentForkServer(self._start_timeout, stores=self._stores)
         except BaseException:
             with self._lock:
                 self._count -= 1

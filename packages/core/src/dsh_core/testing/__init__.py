@@ -7,7 +7,8 @@ checks every acknowledged batch; ``DAMAGED_LOGS`` is a catalogue of damaged logs
 reader must refuse; ``upstream_corpus`` and ``normalized_rows`` serve tests that compare logs
 with the upstream recordings; ``tool_context`` lets a test call one tool directly;
 ``assert_public_api`` pins a package's ``__all__``; ``ScriptedModel`` plays scripts in
-process through the core script player.
+process through the core script player; ``connect_attempts`` collects the addresses sockets try
+to reach (a live-call guard must refuse before any).
 ``ModelClientConformance`` is the same for model clients (the chunk union, error codes,
 cancellation, redaction, the live-call guard). The suites need pytest and are imported on
 first use, so ``import dsh_core.testing`` works without it.
@@ -37,6 +38,7 @@ from dsh_core.testing._scripted import (
     ScriptLike,
     text_chunks,
 )
+from dsh_core.testing._sockets import connect_attempts
 
 if TYPE_CHECKING:
     from dsh_core.testing._conformance import StoreConformance
@@ -61,6 +63,7 @@ __all__ = [
     "StoreConformance",
     "assert_public_api",
     "chunk_union_problems",
+    "connect_attempts",
     "corpus_cache",
     "corpus_unavailable",
     "crash_kills",
