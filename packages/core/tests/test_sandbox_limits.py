@@ -150,7 +150,8 @@ def test_past_the_process_cap_the_watching_supervisor_kills_them_all(
 async def test_a_classic_fork_bomb_ends_leaving_nothing(run_dir: Path) -> None:
     token = f"dsh-limit-{uuid.uuid4().hex}"
     tool = BashTool(sandbox=ToolSandbox(_settings(sandbox_processes=64)), grace_ms=100)
-    command = f"exec -a {token} bash -c 'b() {{ b | b & }}; b'"
+    # The shell that starts it stays (else its exit would end the sandbox, bomb and all).
+    command = f"exec -a {token} bash -c 'b() {{ b | b & }}; b; sleep 30'"
     arguments = {"command": command, "description": "t", "timeoutMs": 1500}
     outcome = await tool.run(arguments, tool_context(run_dir, [tool]))
     # Capped by RLIMIT_NPROC, it forks on until its timeout; as root, the watcher kills it.
