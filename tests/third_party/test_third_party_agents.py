@@ -12,8 +12,9 @@ scripted model server through dsh-llm-proxy; here they replay with no model at a
 - red, with the cause as the headline, when the user's prompt changes, when the agent's
   system prompt changes (a project instruction file it reads), and when a tool answers
   otherwise than it did at recording time;
-- a changed prompt accepted keylessly (`record --keep-answers`): the new request recorded with
-  the recorded answer, green again.
+- a changed prompt accepted keylessly (`dsh-snapshot accept` after the red replay, which runs
+  what `record --keep-answers` does): the new request recorded with the recorded answer,
+  green again.
 
 Elsewhere (the workspace tests, a machine without the agents) the file skips, saying how to
 run it; under the nox session (DSH_THIRD_PARTY_AGENTS=required) a missing agent fails.
@@ -157,9 +158,13 @@ def test_a_changed_prompt_is_accepted_keylessly_with_the_recorded_answers(
     steps = json.loads((folder / "input.json").read_text())
     steps["steps"][-1]["text"] = "Reply with exactly the word: PONG. Nothing else."
     (folder / "input.json").write_text(json.dumps(steps))
-    code, out, _ = _gate("record", "--keep-answers", str(folder), cwd=tmp_path)
+    _red(folder, tmp_path, DRIFT[1])
+    # accept after the red replay: the new request with the recorded answer, keylessly (as
+    # `record --keep-answers` does without a failed replay first).
+    code, out, _ = _gate("accept", str(folder), cwd=tmp_path)
     assert code == 0, out
     assert "the model was NOT asked again (1 changed request(s)" in out, out
+    assert not (folder / ".pending").exists(), out
     assert "Nothing else." in (folder / "session.jsonl").read_text()
     code, out, _ = _gate("replay", "--store", "jsonl", str(folder), cwd=tmp_path)
     assert code == 0, out

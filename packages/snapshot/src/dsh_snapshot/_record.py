@@ -31,6 +31,7 @@ from rich.table import Table
 
 from dsh_snapshot._batch import summary_line
 from dsh_snapshot._engine import run, will_retry
+from dsh_snapshot._keep_answers import kept_answers_note
 from dsh_snapshot._live import live_provider
 from dsh_snapshot._live import preflight_problem as provider_preflight
 from dsh_snapshot._provenance import Usage
@@ -197,12 +198,8 @@ def print_record_summary(console: Console, runs: Sequence[RecordRun]) -> None:
                 console.print(f"  - {failure}", highlight=False, markup=False)
         elif r.mode == "record-accept":
             # Plainly: the new requests are committed with answers nobody asked them.
-            changed = len(r.accepted)
             console.print(
-                f"{r.scenario.name}: the new requests are recorded with the recorded answers: "
-                f"the model was NOT asked again ({changed} changed request(s)"
-                + (f"; first: {r.accepted[0]}" if changed else "")
-                + ")",
+                f"{r.scenario.name}: {kept_answers_note(r.accepted)}",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
