@@ -345,7 +345,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return run_export(cast(Path, args.path), cast(Path, args.out))
     settings = _settings(args)
     if settings.mode == "record-scripted":
-        mark_scripted(list(settings.paths))  # record --scripted makes a folder ours
+        mark_scripted(settings.paths, settings.timeout)  # record --scripted: the folder is ours
     try:
         selection = select(settings)
     except ScenarioError as exc:
