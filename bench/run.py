@@ -66,6 +66,32 @@ def command(args: argparse.Namespace) -> str:
     return "nox -s bench" + (" -- " + " ".join(extra) if extra else "")
 
 
+def replace_sections(report: str, sections: dict[str, str]) -> str:
+    """``report`` with the section of each benchmark in ``sections`` replaced by its new text.
+
+    A section runs from its ``## `` heading (the one naming ``bench/bench_NAME.py``) to the
+    next ``## `` heading; a benchmark without one in ``report`` is appended at the end.
+    """
+    lines = report.splitlines(keepends=True)
+    for name, section in sections.items():
+        marker = f"`bench/bench_{name}.py`"
+        start = next(
+            (i for i, line in enumerate(lines) if line.startswith("## ") and marker in line),
+            None,
+        )
+        new = [line for line in (section.rstrip("\n") + "\n\n").splitlines(keepends=True)]
+        if start is None:
+            if lines and lines[-1].strip():
+                lines.append("\n")
+            lines += new
+            continue
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
+        )
+        lines[start:end] = new
+    return "".join(lines).rstrip("\n") + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected benchmarks and write (or print) the report. Returns the exit code."""
     available = discover()
@@ -98,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: {name} imports and has run()", file=sys.stderr)
         return 0
     sections: list[str] = []
+    by_name: dict[str, str] = {}
     for name in selected:
         started = time.perf_counter()
         print(f"bench: {name} …", file=sys.stderr, flush=True)
         section = load(name, available[name])(args.quick)
         print(f"bench: {name} done in {time.perf_counter() - started:.1f}s", file=sys.stderr)
         sections.append(section.strip() + "\n")
+        by_name[name] = section.strip() + "\n"
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n".join(
         [
@@ -116,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     output: Path | None = args.output
-    if output is None and not args.quick and not args.only:
+    if output is None and not args.quick:
         output = ROOT / "BENCHMARKS.md"
+        if args.only and output.is_file():
+            report = replace_sections(output.read_text(encoding="utf-8"), by_name)
     if output is None:
         sys.stdout.write(report)
     else:

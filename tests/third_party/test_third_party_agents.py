@@ -10,10 +10,12 @@ scripted model server through dsh-llm-proxy; here they replay with no model at a
   (its `clock:` fixes the date, the gate's placeholders the paths), Vibe's too (a `scrub:`
   turns its date into `{{date}}`);
 - red, with the cause as the headline, when the user's prompt changes, when the agent's
-  system prompt changes (a project instruction file it reads), and when a tool answers
-  otherwise than it did at recording time;
-- a changed prompt accepted keylessly (`record --keep-answers`): the new request recorded with
-  the recorded answer, green again.
+  system prompt changes (a project instruction file it reads), when a tool answers
+  otherwise than it did at recording time, and when the agent's own sub-agent answers
+  otherwise;
+- a changed prompt accepted keylessly (`dsh-snapshot accept` after the red replay, which runs
+  what `record --keep-answers` does): the new request recorded with the recorded answer,
+  green again.
 
 Elsewhere (the workspace tests, a machine without the agents) the file skips, saying how to
 run it; under the nox session (DSH_THIRD_PARTY_AGENTS=required) a missing agent fails.
@@ -150,6 +152,25 @@ def test_red_when_a_tool_answers_otherwise(agent: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_red_when_the_sub_agents_answer_changes(agent: str, tmp_path: Path) -> None:
+    """The agent's own sub-agent (Qwen's `agent` tool, Vibe's tools.agents.spawn) answers
+    otherwise than recorded: its parent's next request, which carries that answer, is refused."""
+    folder = _copy(f"{agent}-subagent", tmp_path)
+    child = folder / "session.1.jsonl"
+    lines = child.read_text().splitlines()
+    edited = [
+        line.replace("SUBPONG", "SUBPING").replace('"text":"PONG"', '"text":"PING"')
+        if '"assistant/' in line
+        else line
+        for line in lines
+    ]
+    assert edited != lines, "the recording has no sub-agent answer to change"
+    child.write_text("\n".join(edited) + "\n")
+    out = _red(folder, tmp_path, DRIFT[1])
+    assert "SUBPING" in out, out
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_a_changed_prompt_is_accepted_keylessly_with_the_recorded_answers(
     agent: str, tmp_path: Path
 ) -> None:
@@ -157,9 +178,13 @@ def test_a_changed_prompt_is_accepted_keylessly_with_the_recorded_answers(
     steps = json.loads((folder / "input.json").read_text())
     steps["steps"][-1]["text"] = "Reply with exactly the word: PONG. Nothing else."
     (folder / "input.json").write_text(json.dumps(steps))
-    code, out, _ = _gate("record", "--keep-answers", str(folder), cwd=tmp_path)
+    _red(folder, tmp_path, DRIFT[1])
+    # accept after the red replay: the new request with the recorded answer, keylessly (as
+    # `record --keep-answers` does without a failed replay first).
+    code, out, _ = _gate("accept", str(folder), cwd=tmp_path)
     assert code == 0, out
     assert "the model was NOT asked again (1 changed request(s)" in out, out
+    assert not (folder / ".pending").exists(), out
     assert "Nothing else." in (folder / "session.jsonl").read_text()
     code, out, _ = _gate("replay", "--store", "jsonl", str(folder), cwd=tmp_path)
     assert code == 0, out

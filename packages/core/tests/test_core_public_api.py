@@ -124,6 +124,7 @@ _PUBLIC: dict[str, list[str]] = {
         "dumps_json",
         "dumps_line",
         "event_from_json",
+        "event_from_raw",
         "first_user_text",
         "header_change",
         "header_from_json",

@@ -102,6 +102,12 @@ class OneSessionForAll(Wrapped):
         return type(request)("everyone", request.messages)
 
 
+class OwnCodes(Wrapped):
+    # A code of its own for every status: well-formed, but not what the others say.
+    def failure(self, exc):
+        return ModelError(exc.message, code=f"HTTP_{exc.status}", status=exc.status)
+
+
 class BareErrors(Wrapped):
     def failure(self, exc):
         return RuntimeError(exc.message)
@@ -181,6 +187,10 @@ class TestBareErrors(ModelClientConformance):
     scripted_client = hook(BareErrors)
 
 
+class TestOwnCodes(ModelClientConformance):
+    scripted_client = hook(OwnCodes)
+
+
 class TestSwallowsPartial(ModelClientConformance):
     scripted_client = hook(SwallowsPartial)
     patience = 1.0  # its hang never yields: the guard ends the cancellation test
@@ -227,6 +237,8 @@ _BREAKS = {
     ("TestWrongUsage", "test_blocks_usage_and_finish_are_as_scripted"),
     ("TestOneSessionForAll", "test_each_session_plays_its_own_script"),
     ("TestBareErrors", "test_a_failure_is_a_model_error_with_a_code_and_the_status"),
+    ("TestBareErrors", "test_each_status_means_one_code"),
+    ("TestOwnCodes", "test_each_status_means_one_code"),
     # an error that is no ModelError is no failure the agent can log either
     ("TestBareErrors", "test_what_streamed_before_a_failure_is_yielded_first"),
     ("TestSwallowsPartial", "test_what_streamed_before_a_failure_is_yielded_first"),

@@ -221,3 +221,16 @@ def test_load_without_sqlite_json_support_decodes_row_by_row(tmp_path: Path) -> 
         store._select_events = store._select_events.replace("json_valid(e.data)", "0")
         assert "json_valid" not in store._select_events
         assert store.export_jsonl("r") == fast == render_log(session.header, written)
+
+
+def test_loaded_events_keep_their_data_as_text_until_used(tmp_path: Path) -> None:
+    # issue 24: a loaded log costs about its size until its events are looked at
+    events = synthetic_turn(0, 1)
+    with SqliteSessionStore(tmp_path / "s.sqlite3") as store:
+        store.create(
+            CreateOptions(session_id="s", seed=events, meta=SessionMeta(created_at=1))
+        ).close()
+        loaded = store.load("s").events
+    assert all(getattr(event, "_raw") is not None for event in loaded)  # noqa: B009
+    assert loaded == events
+    assert all(getattr(event, "_raw") is None for event in loaded)  # noqa: B009

@@ -10,6 +10,7 @@ there is nothing to review in it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from dsh_scripted_server import ScriptedModelServer
 from dsh_snapshot import load_scenario, scan_folder
 from dsh_snapshot._pending import MANIFEST, keep_pending, load_pending
 from dsh_snapshot.cli import main
+from dsh_snapshot.testing import tree_state
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "snapshots" / "foreign" / "acp-example"
@@ -192,32 +194,60 @@ def test_a_hand_edited_recording_is_replayed_as_committed_and_accept_keeps_it(
     assert _replay(example, "--store", "jsonl") == 0
 
 
-def test_a_changed_request_stops_the_replay_and_accept_says_to_record_again(
-    example: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    original = (example / "input.json").read_bytes()
-    steps = json.loads(original)
+def _changed_prompt(folder: Path, *more: str) -> None:
+    """The last prompt of ``input.json`` rephrased (a request-side change), then ``more``."""
+    steps = json.loads((folder / "input.json").read_text("utf-8"))
     steps["steps"][-1]["text"] = "Reply with exactly the word: PING."
-    (example / "input.json").write_text(json.dumps(steps), encoding="utf-8")
-    before = {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()}
+    steps["steps"] += [{"op": "prompt", "text": text} for text in more]
+    (folder / "input.json").write_text(json.dumps(steps), encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_changed_request_stops_the_replay_and_accept_takes_it_keeping_the_answer(
+    example: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = (example / "session.jsonl").read_text("utf-8").count('"text":"PO"')
+    _changed_prompt(example)
     assert _replay(example, "--store", "jsonl") == 1
     out = _out(capsys)
     assert "the request's new messages differ from the recording" in out
-    # The failed replay had no outputs to keep, but review says it failed, and why.
-    assert main(["review", str(example)]) == 1
+    # The failed replay had no outputs to keep, but review says it failed, and why, and
+    # offers to accept it (skipped here).
+    monkeypatch.setattr("sys.stdin", io.StringIO("s\n"))
+    monkeypatch.setenv("COLUMNS", "400")  # the panel's lines unwrapped
+    assert main(["review", str(example)]) == 0
     out = _out(capsys)
     assert "every replay passed" not in out
     assert "failed replay (jsonl)" in out
     assert "differ from the recording" in out
-    assert main(["accept", str(example)]) == 1
+    assert "the model is NOT asked again" in out
+    # Accept records the new request keylessly, with the recorded answer.
+    assert main(["accept", str(example)]) == 0
     out = _out(capsys)
-    assert "went wrong beyond its outputs" in out
-    assert f"{RERECORD} {example}" in out
-    assert {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()} == before
-    # A passing replay clears it again.
-    (example / "input.json").write_bytes(original)
+    assert "foreign/acp-example: accepted (session.jsonl, stdout.expected.jsonl)" in out
+    assert "the model was NOT asked again (1 changed request(s); first: session" in out
+    log = (example / "session.jsonl").read_text("utf-8")
+    assert "Reply with exactly the word: PING." in log
+    assert log.count('"text":"PO"') == answer  # the recorded answer, not a new one
+    assert not (example / ".pending").exists()
     assert _replay(example, "--store", "jsonl") == 0
     assert main(["review", str(example)]) == 0
+
+
+@pytest.mark.slow
+def test_accept_of_a_change_needing_other_calls_writes_nothing(
+    example: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _changed_prompt(example, "And once more.")  # a call the recording has no answer for
+    assert _replay(example, "--store", "jsonl") == 1
+    capsys.readouterr()
+    before = tree_state(example)
+    assert main(["accept", str(example)]) == 1
+    out = _out(capsys)
+    assert "not accepted: the recorded answers do not fit the new requests" in out
+    assert f"{RERECORD} {example}" in out
+    assert "nothing was written" in out
+    assert tree_state(example) == before
 
 
 def test_an_unconsumed_recording_is_refused_saying_to_record_again(

@@ -16,7 +16,13 @@ from typing import Any, TypeGuard, cast
 
 from dsh_core._encode import dumps_event
 from dsh_core._errors import LogFormatError
-from dsh_core._events import FORMAT_VERSION, Event, SessionHeader
+from dsh_core._events import (
+    _SHARED_VALUE_CHARS,  # pyright: ignore[reportPrivateUsage]
+    FORMAT_VERSION,
+    Event,
+    SessionHeader,
+    event_from_raw,
+)
 from dsh_core._jsondepth import MAX_JSON_DEPTH, json_depth
 
 __all__ = [
@@ -399,11 +405,6 @@ def read_log_file(path: Path | str) -> SessionLog:
     return read_log_bytes(Path(path).read_bytes(), str(path))
 
 
-# Strings up to this length are shared between events when read by ``read_log_stream``: event
-# types, chunk types, names, ids and short deltas repeat across a log; longer texts rarely do.
-_SHARED_VALUE_CHARS = 16
-
-
 def _sharing_decoder() -> tuple[Callable[[str, int], tuple[Any, int]], Callable[[str], Any]]:
     """A scanner and a ``loads`` whose objects share equal keys and short string values.
 
@@ -437,8 +438,10 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
     ``lines`` are the physical lines as bytes with their newlines, as a binary file object
     yields them (byte offsets in UTF-8 errors count them), so the whole log is never held as
     text. The result equals that of
-    :func:`read_log_bytes` on the joined bytes; equal dict keys and short string values are
-    the same objects, which keeps a long log's memory near its size on disk.
+    :func:`read_log_bytes` on the joined bytes. An event written the way every store writes
+    it keeps its ``data`` as the line's JSON text, decoded on first use
+    (:func:`~dsh_core.event_from_raw`), which keeps a long log's memory near its size on disk;
+    once decoded, equal dict keys and short string values are the same objects.
 
     Raises:
         LogFormatError: naming the source, line and field of the first problem in line order
@@ -481,8 +484,17 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
 
     header: SessionHeader | None = None
     events: list[Event] = []
+    append = events.append
+    kinds: dict[str, str] = {}  # one copy of each event type
+    share = kinds.setdefault
     offset = 0
     for number, raw in enumerate(lines, 1):
+        if header is not None:
+            event = _lazy_event(raw, len(events), source, number, share)
+            if event is not None:
+                offset += len(raw)
+                append(event)
+                continue
         obj = parse(raw, number, offset)
         offset += len(raw)
         if obj is None:
@@ -494,6 +506,67 @@ def read_log_stream(lines: Iterable[bytes], source: str = "<bytes>") -> SessionL
     if header is None:
         raise LogFormatError(source, 1, None, "the log is empty: no session header")
     return SessionLog(header, events)
+
+
+_TYPE_KEY = '{"type":'
+_SEQ_KEY = ',"seq":'
+_TIME_KEY = ',"time":'
+_DATA_KEY = ',"data":'
+
+
+def _lazy_event(
+    raw: bytes, expected: int, source: str, number: int, share: Callable[[str, str], str]
+) -> Event | None:
+    """The event of ``raw`` with its ``data`` kept as JSON text (:func:`event_from_raw`), or
+    ``None`` when the line is not the common one, for the full path to read and judge.
+
+    The common line is exactly ``{"type":T,"seq":N,"time":T,"data":{…}}`` and a newline, as
+    every store writes it: each value is decoded by the same scanner ``json.loads`` uses, in
+    place, so the data's span is known exactly (a duplicate key or extra whitespace does not
+    match and takes the full path) and the result is what the full path would build. The
+    line is fully decoded and checked here; only the decoded ``data`` is dropped.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.startswith(_TYPE_KEY):
+        return None
+    size = len(text)
+    tail = 2 if text.endswith("}\n") else 1 if text.endswith("}") else 0
+    if not tail:
+        return None
+    scan = _scan_once
+    try:
+        kind, end = scan(text, 8)
+        if kind.__class__ is not str or kind in _FAST_SKIP or not text.startswith(_SEQ_KEY, end):
+            return None
+        seq, end = scan(text, end + 7)
+        if seq != expected or seq.__class__ is not int or not text.startswith(_TIME_KEY, end):
+            return None
+        time, end = scan(text, end + 8)
+        if time.__class__ is not int or not text.startswith(_DATA_KEY, end):
+            return None
+        start = end + 8
+        if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+            _too_deep(text, source, number)
+        data, end = scan(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != size - tail or data.__class__ is not dict:
+        return None
+    if kind == "assistant/chunk":
+        chunk = data.get("chunk")
+        if not (
+            chunk.__class__ is dict
+            and chunk.get("type").__class__ is str
+            and data.get("turn").__class__ is int
+            and data.get("step").__class__ is int
+        ):
+            return None
+    # byte offsets equal character offsets while the text before the data is ASCII
+    first = start if text.isascii() or text[:start].isascii() else len(text[:start].encode())
+    return event_from_raw(share(kind, kind), seq, time, raw[first : len(raw) - tail])
 
 
 def dumps_header(header: SessionHeader) -> str:

@@ -14,7 +14,8 @@ a scenario's ``clock:``) gets the very same plan from a launcher that applies it
   file) a new network namespace with not even a loopback up; the ids map to themselves;
 - a mount namespace in which the host file system is read-only (writes, ``chmod``,
   ``utime``, xattrs fail with ``EROFS``) and hidden where it holds what the agent must not
-  read: the homes (``$HOME``, the account's), the host's ``/tmp``, ``/var/tmp``, ``/run``,
+  read: every home (``/home``, ``/root``, ``$HOME``, the account's: as for commands,
+  :func:`dsh_core._sandbox_fs.home_folders`), the host's ``/tmp``, ``/var/tmp``, ``/run``,
   ``$XDG_RUNTIME_DIR`` (kept, read-only, when a server store is reached over a socket) and
   the ``hide`` folders (the checkout the gate runs in); writable: the run's folders only
   (``writable``, the cwd, ``TMPDIR``, ``DSH_SESSIONS_ROOT``); readable again below a hidden
@@ -35,11 +36,9 @@ bubblewrap from inside these namespaces (a nested user namespace is allowed).
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import json
 import os
-import pwd
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from typing import Any, Literal, cast
 
 from dsh_core import _self_confine
 from dsh_core._sandbox import ENABLE_USERNS_HINT, SandboxUnavailableError, host_which
+from dsh_core._sandbox_fs import HIDDEN_DIRS, home_folders
 from dsh_core._seccomp import SeccompUnavailableError, seccomp_program
 
 __all__ = [
@@ -60,8 +60,6 @@ __all__ = [
 
 ConfinementMode = Literal["strict", "warn", "off"]
 
-# Where a host keeps its sockets and shared scratch space (as for commands, dsh_core._sandbox).
-_HOST_SCRATCH = ("/tmp", "/var/tmp", "/run", "/var/run")
 _LAUNCHER = Path(_self_confine.__file__)
 
 
@@ -174,10 +172,9 @@ def _interpreter_paths() -> tuple[str, ...]:
 
 
 def _homes(env: Mapping[str, str]) -> list[str]:
-    homes = [env.get("HOME", ""), os.environ.get("HOME", "")]
-    with contextlib.suppress(KeyError):
-        homes.append(pwd.getpwuid(os.getuid()).pw_dir)
-    return [h for h in homes if os.path.isabs(h) and os.path.realpath(h) != "/"]
+    """Every home, as commands have them hidden (``/home``, ``/root``, the agent's ``$HOME``,
+    this process's and the account's)."""
+    return sorted({*home_folders(env.get("HOME", "")), *home_folders()})
 
 
 def _absolute(paths: Sequence[str]) -> list[str]:
@@ -196,7 +193,7 @@ def confinement_plan(
     hide = [*_homes(env), *confinement.hide]
     if not confinement.unix_sockets:
         runtime = env.get("XDG_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR", "")
-        hide += [*_HOST_SCRATCH, runtime]
+        hide += [*HIDDEN_DIRS, runtime]
     hide = _absolute(hide)
     # What must stay readable, unless it would bring back a whole hidden folder (a gate
     # started with `python -m` from the checkout has the checkout itself on sys.path).

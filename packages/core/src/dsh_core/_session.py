@@ -271,37 +271,51 @@ def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Ev
     """
     # Logs from other writers are read as found: a missing or non-integer turn/step number
     # must not hide an open turn or crash the repair.
+    # Only the events after the last turn/end can be open; before it, only the turn number
+    # carries over (:func:`_turn_before`). Loaded events decode their data on first use, so
+    # a long log is never decoded whole just to look at its tail.
+    start = len(events)
+    while start and events[start - 1].type != "turn/end":
+        start -= 1
     in_turn = False
-    open_turn = 0
+    open_turn: int | None = None  # looked up before ``start`` only when needed
     open_step: int | None = None
     pending_calls: dict[str, int] = {}
-    for event in events:
-        data = event.data
-        step = data.get("step")
-        if event.type == "turn/start":
+    for index in range(start, len(events)):
+        event = events[index]
+        kind = event.type
+        if kind == "turn/start":
             in_turn, open_step, pending_calls = True, None, {}
-            turn = data.get("turn")
-            open_turn = turn if _is_int(turn) else open_turn + 1
-        elif event.type == "turn/end":
+            turn = event.data.get("turn")
+            if not _is_int(turn):
+                turn = (_turn_before(events, start) if open_turn is None else open_turn) + 1
+            open_turn = turn
+        elif kind == "turn/end":
             in_turn, open_step, pending_calls = False, None, {}
         elif not in_turn:
             continue
-        elif event.type == "step/start":
+        elif kind == "step/start":
+            step = event.data.get("step")
             open_step = step if _is_int(step) else (open_step or 0) + 1
-        elif event.type == "step/end":
+        elif kind == "step/end":
             # A closed step's unanswered calls stay unanswered: upstream repairs only the
             # step the crash interrupted.
             open_step, pending_calls = None, {}
-        elif event.type == "assistant/message":
+        elif kind == "assistant/message":
+            data = event.data
+            step = data.get("step")
             for call_id in _tool_call_ids(data.get("content")):
                 pending_calls.setdefault(call_id, step if _is_int(step) else (open_step or 0))
-        elif event.type == "tool/call":
+        elif kind == "tool/call":
+            data = event.data
+            step = data.get("step")
             call_id = str(data.get("callId"))
             pending_calls.setdefault(call_id, step if _is_int(step) else (open_step or 0))
-        elif event.type == "tool/result":
-            pending_calls.pop(str(data.get("callId")), None)
+        elif kind == "tool/result":
+            pending_calls.pop(str(event.data.get("callId")), None)
     if not in_turn:
         return []
+    assert open_turn is not None  # in_turn is set by a turn/start, which sets it too
     at = time if time is not None else (events[-1].time if events else now_ms())
     seq = len(events)
     closers: list[Event] = []
@@ -315,6 +329,21 @@ def close_open_turn(events: Sequence[Event], time: int | None = None) -> list[Ev
         seq += 1
     closers.append(turn_end(seq, at, open_turn, "interrupted"))
     return closers
+
+
+def _turn_before(events: Sequence[Event], end: int) -> int:
+    """The turn number a reader of ``events[:end]`` holds: that of the last ``turn/start``
+    with an integer ``turn``, plus one for each later ``turn/start`` without one (0 when
+    there is none)."""
+    unnumbered = 0
+    for index in range(end - 1, -1, -1):
+        event = events[index]
+        if event.type == "turn/start":
+            turn = event.data.get("turn")
+            if _is_int(turn):
+                return turn + unnumbered
+            unnumbered += 1
+    return unnumbered
 
 
 def _tool_call_ids(content: Any) -> list[str]:

@@ -302,6 +302,12 @@ class ReplayEngine:
             f"{difference}"
         )
 
+    @property
+    def mismatches(self) -> tuple[str, ...]:
+        """The requests refused as differing from their recorded call (request drift, other
+        new messages), in order: what a keyless accept of the new requests would take."""
+        return tuple(self._mismatches)
+
     async def aclose(self) -> None:
         """Nothing to release; the report is read by whoever owns the engine."""
 

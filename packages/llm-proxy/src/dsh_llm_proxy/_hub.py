@@ -77,6 +77,11 @@ class ProxyRoute:
         engine = self.engine
         return list(engine.accepted) if isinstance(engine, ReplayEngine) else []
 
+    def mismatches(self) -> list[str]:
+        """Replay: the requests refused so far as differing from their recorded call."""
+        engine = self.engine
+        return list(engine.mismatches) if isinstance(engine, ReplayEngine) else []
+
     def close(self) -> None:
         """Remove the route, finish its sessions (record: every call written) and close its
         store (idempotent)."""

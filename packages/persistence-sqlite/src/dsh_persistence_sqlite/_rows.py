@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from dsh_core import Event, LogFormatError, SessionHeader, dumps_json
+from dsh_core import Event, LogFormatError, SessionHeader, dumps_json, event_from_raw
 from dsh_persistence_sqlite._schema import Layout
 
 __all__ = [
@@ -258,8 +258,9 @@ def events_from_cursor(
 
     The load hot path. ``cursor`` yields :data:`EVENT_COLUMNS` plus ``json_valid(data)`` (or
     ``0`` where SQLite lacks JSON support). Rows are fetched a chunk at a time, so the row
-    texts of the whole log never sit in memory beside the decoded events; repeated strings
-    (event types, chunk types) are shared.
+    texts of the whole log never sit in memory beside the decoded events; each event keeps
+    its ``data`` as the row's JSON text until first used (:func:`dsh_core.event_from_raw`),
+    and event types are shared.
 
     Raises:
         LogFormatError: naming ``source`` and ``events[seq=N].<column>``.
@@ -301,13 +302,10 @@ def events_from_cursor(
                         f"time must be an integer, found {time!r}",
                     )
                 kind = share(kind, kind)
-                if kind == "assistant/chunk":
-                    # chunk events are most of a log; their chunk type is one of a handful
-                    chunk: Any = data.get("chunk")  # pyright: ignore
-                    if type(chunk) is dict and type(chunk.get("type")) is str:  # pyright: ignore
-                        chunk["type"] = share(chunk["type"], chunk["type"])  # pyright: ignore
                 if seqs_text is None and op_text is None and extra_text is None:
-                    append(Event(kind, seq, time, data))  # pyright: ignore[reportUnknownArgumentType]
+                    # data stays the row's JSON text until first used (it was decoded above
+                    # only to be checked): a loaded log costs about its size, not 3-4x it
+                    append(event_from_raw(kind, seq, time, row[3].encode()))
                 else:
                     slow = _slow_event(
                         kind,

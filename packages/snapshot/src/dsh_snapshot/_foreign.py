@@ -66,6 +66,7 @@ from dsh_snapshot._agentspec import (
     check_base_url_env,
 )
 from dsh_snapshot._determinism import HOME, TMP, clock_command
+from dsh_snapshot._keep_answers import NO_FIT
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 
@@ -89,7 +90,6 @@ __all__ = [
 # An agent-chosen session id shorter than this ("0", "1") is not normalised: replacing such a
 # string everywhere would rewrite unrelated text ("2.0"). UUIDs are normalised anyway.
 _MIN_NORMALISED_ID = 8
-_NO_FIT = "the recorded answers do not fit the new requests"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,9 +280,14 @@ class ForeignModel:
             with contextlib.suppress(DshError):
                 problems = list(replay.report().problems)
         if problems and self.kept is not None:
-            problems[0] = f"{_NO_FIT}: {problems[0]}"
+            problems[0] = f"{NO_FIT}: {problems[0]}"
         where = f"the agent stopped: {error}; its stderr ends: {stderr}"
         return f"{problems[0]} ({where})" if problems else where
+
+    def drift(self) -> list[str]:
+        """Replay: the requests the proxy refused as differing from the recorded ones (a
+        changed prompt, system prompt or tools), which ``accept`` can take keylessly."""
+        return self.route.mismatches() if self.replaying else []
 
     @property
     def literals(self) -> dict[str, str]:
@@ -433,7 +438,7 @@ def _kept_answers(
         problems, accepted = list(route.report().problems), route.accepted()
     if problems:
         raise AgentError(
-            f"{_NO_FIT} ({problems[0]}): they need "
+            f"{NO_FIT} ({problems[0]}): they need "
             f"the model; record again: dsh-snapshot record --scripted {scenario.path} "
             f"({ScenarioFiles.SCRIPT}) or dsh-snapshot record {scenario.path} (live)"
         )

@@ -36,12 +36,14 @@ from dsh_snapshot._foreign import ForeignAgent, ForeignModel, foreign_model, nor
 from dsh_snapshot._harvest import harvest_logs
 from dsh_snapshot._live import key_name, live_env, live_provider, scripted_env
 from dsh_snapshot._recorded_env import recorded_provider_env
+from dsh_snapshot._request_drift import drift_after_stop
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._served import served_base_url
 from dsh_snapshot._settings import SnapshotSettings
 from dsh_snapshot._warm import WarmAgents
 
 __all__ = [
+    "DriftStop",
     "Harvest",
     "ModelSide",
     "RunPlace",
@@ -86,6 +88,18 @@ class Harvest:
     """Run-specific strings to normalise too (a foreign agent's private home and tmp)."""
     accepted: list[str] = field(default_factory=list[str])
     """``record-accept``: the request changes that kept their recorded answers."""
+    drift: list[str] = field(default_factory=list[str])
+    """A foreign agent's replay: the requests the proxy refused as differing from the
+    recording (our agent's replay report says its own)."""
+
+
+class DriftStop(AgentError):
+    """The agent stopped mid-run after requests that differed from the recording: ``drift``
+    names them, so that the failure kept for review can be accepted keeping the answers."""
+
+    def __init__(self, message: str, drift: list[str]) -> None:
+        super().__init__(message)
+        self.drift = drift
 
 
 class ModelSide(Protocol):
@@ -123,8 +137,9 @@ def model_side(run: RunPlace, foreign: ForeignAgent | None) -> ModelSide:
     if settings.mode == "record-accept":
         raise AgentError(
             "--keep-answers records a foreign agent's (agent:) new requests with its "
-            "recorded answers; our agent's scenarios are recorded again (record "
-            "--scripted or record)"
+            "recorded answers; for our agent's scenarios, accept the failing replay "
+            f"(dsh-snapshot accept {scenario.path}) or refresh it: both keep the recorded "
+            "answers"
         )
     if settings.replaying or scenario.authored:
         return OurAgent(ReplayModel(replay_settings(scenario, run.tmp, settings)))
@@ -214,7 +229,12 @@ class OurAgent:
         )
 
     def stopped(self, error: AgentError, agent: ScenarioAgent) -> AgentError:
-        return error
+        if self.report is None:
+            return error
+        # A drift before the step failed (a call more than recorded) is what accept must
+        # name: the agent's replay report says, once it has exited.
+        drift = drift_after_stop(agent.finish, self.report)
+        return DriftStop(str(error), drift) if drift else error
 
     def harvest(self, agent: ScenarioAgent, run: RunPlace) -> Harvest:
         return Harvest(harvest_logs(run.root, run.store), agent.session_ids)
@@ -352,7 +372,9 @@ class ForeignSide:
         # The cause is usually the proxy's refusal (request drift), buried in the agent's
         # JSON-RPC error. Say it first, then the rest.
         assert self.model is not None  # started
-        return AgentError(self.model.stopped_because(error, agent.stderr_tail(800)))
+        why = self.model.stopped_because(error, agent.stderr_tail(800))
+        drift = self.model.drift()
+        return DriftStop(why, drift) if drift else AgentError(why)
 
     def harvest(self, agent: ScenarioAgent, run: RunPlace) -> Harvest:
         assert self.model is not None  # started
@@ -364,4 +386,5 @@ class ForeignSide:
             normalised_ids(agent.session_ids),
             self.model.literals,
             [str(a) for a in accepted],
+            self.model.drift(),
         )

@@ -26,7 +26,7 @@ from dsh_snapshot._model_side import Harvest, RunPlace
 from dsh_snapshot._pending import fixture_files, keep_pending
 from dsh_snapshot._provenance import Provenance, live_provenance, recording_usage, with_provenance
 from dsh_snapshot._publish import publish_fixtures
-from dsh_snapshot._request_drift import drift_failures, header_note
+from dsh_snapshot._request_drift import drift_failures, header_note, only_drift
 from dsh_snapshot._result import ScenarioResult
 from dsh_snapshot._scenario import AllowEntry, Scenario
 
@@ -53,6 +53,7 @@ def judge(
     exit code, then the mode's outcome (compare, or check and write)."""
     scenario, settings = run.scenario, run.settings
     result.accepted = harvest.accepted
+    result.drift = list(harvest.drift)
     result.sessions = len(harvest.logs)
     logs, frames = normalized_outputs(
         scenario,
@@ -75,18 +76,25 @@ def judge(
 
 
 def _check_report(path: Path, result: ScenarioResult) -> bool:
-    """Fold the agent's replay report into the result; True when the recording was consumed."""
+    """Fold the agent's replay report into the result; True when the recording was consumed.
+
+    A request drift leaves the recording unconsumed, but when it is the only problem every
+    recorded answer was used, in order: the drift is the whole failure (and accepting the run
+    keeps the recorded answers), so no ``assert_consumed`` repeats it."""
     try:
         report = ReplayReport.read(path)
     except ReplayError as exc:
         result.failures.append(f"replay report: {exc}")
         return False
-    result.failures.extend(drift_failures(report))
+    drift = drift_failures(report)
+    result.drift += drift
+    result.failures.extend(drift)
     result.calls_replayed = report.replayed_calls
     try:
         report.assert_consumed()
     except NotConsumedError as exc:
-        result.failures.append(f"assert_consumed: {exc}")
+        if not only_drift(report):
+            result.failures.append(f"assert_consumed: {exc}")
         return False
     return True
 
@@ -109,12 +117,15 @@ def _replayed(
     allowances = settings.allowances
     if allowances is None:
         allowances = UPSTREAM_ALLOWANCES if scenario.meta is None else Allowances()
-    ran_clean = not result.failures
+    # Only a drift went wrong: every recorded answer was used, so accepting the outputs takes
+    # the new requests with those answers.
+    ran_clean = all(f in result.drift for f in result.failures)
     _compare(scenario, logs, frames, result, allowances)
     if settings.seed_slice:  # the proof's deliberate red is nothing to review
         note = keep_pending(
-            scenario, run.store, logs, frames, result.failures, ran_clean, ending.foreign_command
-        )
+            scenario, run.store, logs, frames, result.failures, ran_clean,
+            ending.foreign_command, result.drift,
+        )  # fmt: skip
         result.failures.extend([note] if note else [])
 
 

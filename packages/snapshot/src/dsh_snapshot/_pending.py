@@ -70,6 +70,8 @@ class Pending:
         inputs: file name → ``sha256:…`` of each input when the run happened (``""``: absent).
         agent: the foreign agent's command the run used (``snapshot.yml``'s ``agent:`` or
             ``--agent``), ``None`` for ours.
+        drift: the requests that differed from the recorded ones (request drift, other new
+            messages): accepting takes them with the recorded answers, keylessly.
     """
 
     scenario: Scenario
@@ -80,6 +82,7 @@ class Pending:
     acceptable: bool
     inputs: dict[str, str]
     agent: tuple[str, ...] | None = None
+    drift: tuple[str, ...] = ()
 
 
 def _render(rows: Sequence[Any]) -> str:
@@ -170,6 +173,7 @@ def keep_pending(
     failures: Sequence[str],
     acceptable: bool,
     agent: Sequence[str] | None = None,
+    drift: Sequence[str] = (),
 ) -> str | None:
     """After a replay: keep the outputs of a failed run of one of our scenarios, or clear
     them when it passed. Called by the runner; never raises for a scenario problem.
@@ -177,7 +181,8 @@ def keep_pending(
     ``acceptable``: the run itself went through before its outputs were compared (the agent
     exited cleanly, the replay was consumed), so accepting its outputs is what ``refresh``
     would write. ``agent``: the foreign agent's command the run used, if any (accepting the
-    outputs of another agent than the scenario's own is refused).
+    outputs of another agent than the scenario's own is refused). ``drift``: the requests
+    that differed from the recorded ones.
 
     Returns:
         for a failed run, a note for its failures: where the outputs were kept, or why they
@@ -197,7 +202,7 @@ def keep_pending(
         ]
         if flagged:
             return f"pending outputs not kept: the key scan flagged {flagged[0]}"
-    return _write_pending(scenario, store, files, failures, acceptable, agent)
+    return _write_pending(scenario, store, files, failures, acceptable, agent, drift)
 
 
 def keep_failure(
@@ -205,6 +210,7 @@ def keep_failure(
     store: str,
     failures: Sequence[str],
     agent: Sequence[str] | None = None,
+    drift: Sequence[str] = (),
 ) -> str | None:
     """After a replay that failed before it had outputs to compare (the agent stopped, the
     proxy refused a drifted request): keep its failures without outputs, so that ``review``
@@ -215,7 +221,7 @@ def keep_failure(
     """
     if scenario.meta is None or not failures:
         return None
-    note = _write_pending(scenario, store, {}, failures, False, agent)
+    note = _write_pending(scenario, store, {}, failures, False, agent, drift)
     return note if note and note.startswith("pending outputs not kept") else None
 
 
@@ -226,6 +232,7 @@ def _write_pending(
     failures: Sequence[str],
     acceptable: bool,
     agent: Sequence[str] | None,
+    drift: Sequence[str] = (),
 ) -> str:
     folder = _root(scenario) / store
     manifest = {
@@ -236,6 +243,7 @@ def _write_pending(
         "inputs": _inputs(scenario),
         "files": sorted(files),
         "agent": None if agent is None else list(agent),
+        "drift": list(drift),
     }
     if pending_tracked(scenario):
         return f"pending outputs not kept: git tracks {_root(scenario)}"
@@ -286,6 +294,7 @@ def _load_one(scenario: Scenario, folder: Path) -> Pending:
             bool(manifest["acceptable"]),
             {str(k): str(v) for k, v in dict(manifest["inputs"]).items()},
             None if agent is None else tuple(str(a) for a in agent),
+            tuple(str(d) for d in manifest.get("drift") or ()),
         )
     except (OSError, ValueError, KeyError, TypeError, fsafe.ConfinedPathError) as exc:
         raise PendingError(

@@ -8,17 +8,37 @@ recordings do not, and the gate says so rather than passing them silently as che
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dsh_core import DshError, read_log_file
 from dsh_llm_replay import RecordedHeaders, ReplayReport, RequestDriftError, recorded_headers
 from dsh_snapshot._harvest import FileCache
 
-__all__ = ["drift_failures", "header_note", "header_summary"]
+__all__ = ["drift_after_stop", "drift_failures", "header_note", "header_summary", "only_drift"]
 
 _NOTE_PREFIX = "request header: "
+
+
+def drift_after_stop(finish: Callable[[], object], report: Path) -> list[str]:
+    """The drift failures of a replay whose step failed: ``finish`` lets the agent exit (it
+    writes its replay report then), and the report says whether a request drifted first.
+    Nothing when it cannot tell (the agent did not exit cleanly, no report)."""
+    with contextlib.suppress(DshError, OSError):
+        finish()
+    try:
+        return drift_failures(ReplayReport.read(report))
+    except (DshError, OSError):
+        return []
+
+
+def only_drift(report: ReplayReport) -> bool:
+    """Whether the report's problems are request drifts alone: every recorded answer was
+    used, in order, so the new requests can keep them."""
+    drifts = {e.message for e in report.errors if e.kind == RequestDriftError.kind}
+    return bool(drifts) and all(p in drifts for p in report.problems)
 
 
 def drift_failures(report: ReplayReport) -> list[str]:

@@ -41,6 +41,9 @@ class ScenarioResult:
     header_note: str = ""
     accepted: list[str] = field(default_factory=list[str])
     """``record-accept``: the request changes that kept their recorded answers."""
+    drift: list[str] = field(default_factory=list[str])
+    """Replay: the requests that differed from the recorded ones (a keyless accept of them
+    keeps the recorded answers)."""
 
     @property
     def persistence(self) -> str:

@@ -8,11 +8,16 @@ files, through the same staged key scan and atomic publish (:func:`write_fixture
 drops the pending outputs. Pending outputs whose inputs changed since the failing run, or whose
 run itself went wrong (the agent crashed, the replay was not consumed), are refused.
 
-A scenario with ``agent:`` (another ACP agent, its model calls through ``dsh-llm-proxy``) is
-reviewed the same way, but only its stdout can change here: in replay the proxy writes nothing
-and its session fixtures are the committed recording read back, so a change to its model calls
-(what the agent asks, what the model answers) is made by recording again, never by ``accept``.
-Pending outputs of a run with another agent than the scenario's own (``--agent``) are refused.
+A replay that failed on request drift (the prompt, the system prompt, tools or model settings
+changed on the agent's side) is accepted keylessly: the new requests are written with the
+recorded answers, the model is not asked again, and accept says so. For our agent the pending
+outputs are that already (the replay answered every drifted call from the recording); answers
+that no longer fit (more, fewer or other calls, a tool the new request does not offer) are
+refused naming the call. A scenario with ``agent:`` (another ACP agent, its model calls through
+``dsh-llm-proxy``) stops at the refused request, so accept runs it again as ``record
+--keep-answers`` does, and writes only a complete, clean run. What the model answers changes
+only by recording again. Pending outputs of a run with another agent than the scenario's own
+(``--agent``) are refused.
 A ``dsh-llm-proxy`` recording root (the ``llm_proxy`` pytest fixture's folder for one test) is
 not a scenario: there is nothing to review in it, and :func:`no_scenarios_message` says so.
 """
@@ -36,6 +41,7 @@ from dsh_core import ScenarioFiles, parse_jsonl
 from dsh_snapshot import _fsafe as fsafe
 from dsh_snapshot._foreign import foreign_agent
 from dsh_snapshot._fsafe import ConfinedPathError
+from dsh_snapshot._keep_answers import NO_FIT, kept_answers_note, unfit_answer
 from dsh_snapshot._pending import (
     Pending,
     PendingError,
@@ -44,14 +50,16 @@ from dsh_snapshot._pending import (
     stale_inputs,
 )
 from dsh_snapshot._publish import DirtyRecordingError
-from dsh_snapshot._runner import write_fixtures
+from dsh_snapshot._runner import run_scenario, write_fixtures
 from dsh_snapshot._safeout import safe_console
 from dsh_snapshot._scenario import Scenario
+from dsh_snapshot._settings import SnapshotSettings
 from dsh_snapshot._tree import TreeError
 from dsh_snapshot._treeload import find_recordings
 
 __all__ = [
     "REVIEW_COMMANDS",
+    "Accepted",
     "FileDiff",
     "accept_pending",
     "file_diffs",
@@ -63,7 +71,8 @@ REVIEW_COMMANDS = {
     "review": "show each scenario's pending outputs (what its failing replay produced) as a "
     "diff against the expected ones and accept, reject or skip them",
     "accept": "accept the pending outputs of failed replays without asking (refresh for just "
-    "those scenarios, with the same key scan)",
+    "those scenarios, with the same key scan; after request drift, the new requests with the "
+    "recorded answers, keylessly)",
 }
 _SIDE_BY_SIDE_WIDTH = 160
 _MAX_DIFF_LINES = 400
@@ -88,17 +97,40 @@ def _who(command: tuple[str, ...] | None) -> str:
     return "our agent" if command is None else f"the agent {' '.join(command)!r}"
 
 
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """What accepting a scenario wrote.
+
+    Attributes:
+        written: the fixture names whose bytes changed (``-name`` for a removed child).
+        kept_answers: the request changes taken with the recorded answers (the model was not
+            asked again); empty when only outputs changed.
+    """
+
+    written: list[str]
+    kept_answers: list[str]
+
+
+def _record_again(scenario: Scenario) -> str:
+    return (
+        f"record it again: dsh-snapshot record --scripted {scenario.path} (answers from "
+        f"{ScenarioFiles.SCRIPT}) or dsh-snapshot record {scenario.path} (live)"
+    )
+
+
 def _rerecord(scenario: Scenario) -> str:
-    """Why accept cannot change a foreign agent's model calls, and what does."""
+    """What accept can change of a foreign agent's model calls, and what takes recording."""
     return (
         "a scenario with agent: replays the model calls dsh-llm-proxy recorded "
-        "(session*.jsonl) as committed, so neither replay nor accept changes them; to take "
-        "what the agent now asks (its prompt, system prompt, tools) and keep the recorded "
-        f"answers without asking the model: dsh-snapshot record --keep-answers {scenario.path}; "
-        "to change what the model answers, record it again: dsh-snapshot record "
-        f"--scripted {scenario.path} (answers from {ScenarioFiles.SCRIPT}) or dsh-snapshot record "
-        f"{scenario.path} (live)"
+        "(session*.jsonl) as committed; after a replay that failed on a changed request (its "
+        "prompt, system prompt, tools), accept takes the new requests with the recorded "
+        "answers without asking the model (as dsh-snapshot record --keep-answers "
+        f"{scenario.path} does); to change what the model answers, {_record_again(scenario)}"
     )
+
+
+def _unfit(scenario: Scenario, why: str) -> PendingError:
+    return PendingError(f"{NO_FIT}: {why}; they need the model: {_record_again(scenario)}")
 
 
 def file_diffs(pending: Pending) -> list[FileDiff]:
@@ -175,6 +207,12 @@ def _render(pending: Sequence[Pending], width: int) -> RenderableType:
     head.append(f"failed replay ({', '.join(p.store for p in pending)}):\n")
     for failure in first.failures[:5]:
         head.append(f"  {failure}\n", style="yellow")
+    if first.drift:
+        head.append(
+            "accepting takes the new requests with the recorded answers: the model is NOT "
+            "asked again\n",
+            style="bold",
+        )
     if _foreign_command(first.scenario) is not None:
         head.append(f"note: {_rerecord(first.scenario)}\n", style="dim")
     parts: list[RenderableType] = [head]
@@ -183,12 +221,13 @@ def _render(pending: Sequence[Pending], width: int) -> RenderableType:
     return Panel(Group(*parts), title="dsh-snapshot review", title_align="left")
 
 
-def _acceptable(pending: Sequence[Pending]) -> Pending:
-    """The one set of outputs accepting would write, or why there is none."""
+def _same_run(pending: Sequence[Pending]) -> Pending:
+    """The first pending run, once every one is current and ran the scenario's own agent."""
     if not pending:
         raise PendingError("nothing pending: its last replay passed, or it has not been replayed")
     first = pending[0]
     scenario = first.scenario
+    own = _foreign_command(scenario)
     for one in pending:
         changed = stale_inputs(one)
         if changed:
@@ -197,13 +236,35 @@ def _acceptable(pending: Sequence[Pending]) -> Pending:
                 f"kept its outputs; replay again (dsh-snapshot replay {scenario.path}) and "
                 "review the new ones"
             )
-        own = _foreign_command(scenario)
         if one.agent != own:
             raise PendingError(
                 f"the failing replay ({one.store}) ran {_who(one.agent)}, but the "
                 f"scenario runs {_who(own)} (was --agent given?); accepting would commit "
                 "another agent's outputs as its own: replay it without --agent and review"
             )
+    return first
+
+
+def _foreign_drift(pending: Sequence[Pending]) -> bool:
+    """A foreign agent's replay stopped at a changed request: accept records it again keeping
+    the recorded answers (there are no pending outputs to write)."""
+    return (
+        bool(pending)
+        and bool(pending[0].drift)
+        and _foreign_command(pending[0].scenario) is not None
+    )
+
+
+def _acceptable(pending: Sequence[Pending]) -> Pending:
+    """The one set of outputs accepting would write, or why there is none."""
+    first = _same_run(pending)
+    scenario = first.scenario
+    own = _foreign_command(scenario)
+    for one in pending:
+        if not one.acceptable and one.drift and own is None:
+            # Drifted, and something else went wrong: more, fewer or other calls.
+            other = [f for f in one.failures if f not in one.drift]
+            raise _unfit(scenario, f"{other[0] if other else 'no reason kept'} ({one.store})")
         if not one.acceptable:
             remedy = _rerecord(scenario) if own else "fix it and replay again"
             raise PendingError(
@@ -219,18 +280,37 @@ def _acceptable(pending: Sequence[Pending]) -> Pending:
     return first
 
 
-def accept_pending(scenario: Scenario) -> list[str]:
-    """Accept a scenario's pending outputs: write them as ``refresh`` would, then drop them.
+def _keep_answers(scenario: Scenario, pending: Sequence[Pending]) -> Accepted:
+    """A foreign agent's drifted requests, recorded keylessly with the recorded answers (as
+    ``record --keep-answers``): the fixtures change only when that run is complete and clean."""
+    first = _same_run(pending)
+    settings = SnapshotSettings(mode="record-accept", stores=(first.store,))
+    result = run_scenario(scenario, settings, first.store)
+    if not result.ok:
+        why = result.failures[0].removeprefix("AgentError: ") if result.failures else "no reason"
+        remedy = "" if "dsh-snapshot record" in why else f"; {_record_again(scenario)}"
+        raise PendingError(f"{why}; nothing was written{remedy}")
+    clear_pending(scenario)
+    return Accepted(result.written, result.accepted)
 
-    Returns:
-        the fixture names whose bytes changed (``-name`` for a removed child).
+
+def accept_pending(scenario: Scenario) -> Accepted:
+    """Accept a scenario's pending outputs: write them as ``refresh`` would, then drop them.
+    After request drift, the new requests keep the recorded answers (no model is asked): our
+    agent's pending outputs already hold them; a foreign agent is run again through a proxy
+    answering from its recording (see :func:`_keep_answers`).
 
     Raises:
         PendingError: nothing is pending, or it cannot be accepted (stale, a broken run,
-            stores that disagree).
+            stores that disagree, recorded answers that do not fit the new requests).
         DirtyRecordingError: the key scan flagged the outputs; nothing was written.
     """
-    chosen = _acceptable(load_pending(scenario))
+    pending = load_pending(scenario)
+    if _foreign_drift(pending):
+        return _keep_answers(scenario, pending)
+    chosen = _acceptable(pending)
+    if chosen.drift and (unfit := unfit_answer(chosen.files)) is not None:
+        raise _unfit(scenario, unfit)
     stdout_name = scenario.stdout_file.name
     logs = [
         parse_jsonl(chosen.files[name], str(chosen.folder / name))
@@ -242,20 +322,21 @@ def accept_pending(scenario: Scenario) -> list[str]:
         recording = "authored" if scenario.authored else scenario.meta.recording
     written = write_fixtures(scenario, logs, frames, recording)
     clear_pending(scenario)
-    return written
+    return Accepted(written, list(chosen.drift))
 
 
 def _accept_one(console: Console, scenario: Scenario) -> bool:
     try:
-        written = accept_pending(scenario)
+        accepted = accept_pending(scenario)
     except (PendingError, DirtyRecordingError, ValueError, OSError) as exc:
         console.print(
             f"{scenario.name}: not accepted: {exc}", highlight=False, markup=False, soft_wrap=True
         )
         return False
-    shown = ", ".join(written) or "no fixture changed"
+    shown = ", ".join(accepted.written) or "no fixture changed"
+    kept = f": {kept_answers_note(accepted.kept_answers)}" if accepted.kept_answers else ""
     console.print(
-        f"{scenario.name}: accepted ({shown})", highlight=False, markup=False, soft_wrap=True
+        f"{scenario.name}: accepted ({shown}){kept}", highlight=False, markup=False, soft_wrap=True
     )
     return True
 
@@ -344,7 +425,7 @@ def _review(console: Console, found: list[tuple[Scenario, list[Pending]]], ok: b
             # A committed fixture is a link: nothing of it is shown, nothing can be accepted.
             why = f"not reviewable: {exc}"
         else:
-            if not any(p.acceptable for p in pending):
+            if not any(p.acceptable for p in pending) and not _foreign_drift(pending):
                 # A replay that went wrong beyond its outputs: there is nothing to accept, so
                 # no question; it stays failed until the scenario is fixed (or re-recorded).
                 why = _why_not_acceptable(pending)

@@ -32,7 +32,7 @@ from dsh_snapshot._foreign import foreign_agent
 from dsh_snapshot._fsafe import ConfinedPathError
 from dsh_snapshot._harvest import harvest
 from dsh_snapshot._keyscan import redact, scan_folder
-from dsh_snapshot._model_side import RunPlace, model_side
+from dsh_snapshot._model_side import DriftStop, RunPlace, model_side
 from dsh_snapshot._outcome import Ending, judge, write_fixtures
 from dsh_snapshot._pending import keep_failure
 from dsh_snapshot._result import ScenarioResult, Verdict
@@ -84,13 +84,16 @@ def run_scenario(
             _run(scenario, settings, result, agents)
     except (DshError, OSError, ValueError) as exc:
         result.failures.insert(0, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, DriftStop):
+            result.drift = exc.drift
+            result.failures.extend(d for d in exc.drift if d not in result.failures[0])
         refused = isinstance(exc, _REFUSALS)
         if settings.mode == "replay" and settings.seed_slice and not result.needs and not refused:
             # No outputs to keep, but review must say this replay failed, and why. (A
             # scenario refused for its files is left byte for byte as it was: SECURITY.md.)
             other = foreign_agent(scenario, settings.agent)
             command = other.command if other is not None else None
-            note = keep_failure(scenario, store, result.failures, command)
+            note = keep_failure(scenario, store, result.failures, command, result.drift)
             result.failures.extend([note] if note else [])
     # The last guard: a failure quotes fixtures and agent output, which must not carry a key
     # onto a terminal or a CI log.

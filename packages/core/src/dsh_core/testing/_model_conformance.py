@@ -19,15 +19,16 @@ A client that holds a key overrides ``secret`` (the key it was configured with) 
 redaction rule; one that can reach a remote host overrides ``remote_client`` (a client
 configured for a non-loopback host) to get the live-call guard's rule. The others skip them.
 
-The rules: the chunk union (every ``block-start`` before its deltas, indices in order of
-first appearance, one ``block-end`` per block carrying the concatenated deltas, ``usage``
-before ``finish``, nothing after it, blocks, usage and finish reason as scripted); failures
-are ``ModelError`` with a code and the scripted HTTP status, after the chunks that preceded
-them; a cancelled call ends with ``CancelledError`` and leaves the client usable; no error
-message carries the key; with live calls off (``DSH_ALLOW_MODEL_REQUESTS=0``, or core's own
-``dsh_core.ALLOW_MODEL_REQUESTS = False``: every client goes through core's one guard,
-:func:`dsh_core.check_model_request`), a remote call is refused with
-``MODEL_REQUESTS_DISABLED`` before any socket of the process tries to connect.
+The rules: the chunk union (every ``block-start`` before its deltas, indices in order of first
+appearance, one ``block-end`` per block carrying the concatenated deltas, ``usage`` before
+``finish``, nothing after it, blocks, usage and finish reason as scripted); failures are
+``ModelError`` with a code and the scripted HTTP status, after the chunks that preceded them,
+and a status means one code for every client (400 ``BAD_REQUEST``, 401 ``AUTH``, 402 ``QUOTA``,
+429 ``RATE_LIMIT``, 500 ``SERVER``); a cancelled call ends with ``CancelledError`` and leaves
+the client usable; no error message carries the key; with live calls off
+(``DSH_ALLOW_MODEL_REQUESTS=0``, or core's own ``dsh_core.ALLOW_MODEL_REQUESTS = False``: every
+client goes through core's one guard, :func:`dsh_core.check_model_request`), a remote call is
+refused with ``MODEL_REQUESTS_DISABLED`` before any socket of the process tries to connect.
 :func:`chunk_union_problems` is the first rule as a function.
 
 This module imports pytest; ``dsh_core.testing`` imports it lazily.
@@ -107,6 +108,16 @@ SHORT_ANSWER: tuple[Chunk, ...] = (
     {"type": "block-end", "index": 0, "block": {"type": "text", "text": "ok"}},
     {"type": "finish", "reason": {"kind": "stop"}},
 )
+
+
+STATUS_CODES: dict[int, str] = {
+    400: "BAD_REQUEST",
+    401: "AUTH",
+    402: "QUOTA",
+    429: "RATE_LIMIT",
+    500: "SERVER",
+}
+"""The ``ModelError.code`` of a failed call's HTTP status, the same for every client."""
 
 
 def _delta_text(chunk: Chunk) -> str:
@@ -292,6 +303,19 @@ class ModelClientConformance:
         assert _CODE.match(failure.code), f"code {failure.code!r} is not an UPPER_SNAKE word"
         assert failure.status == 400
         assert "\n" not in failure.message
+
+    def test_each_status_means_one_code(self, scripted_client: ScriptedClientFactory) -> None:
+        # What the agent logs and a replay compares: every client names a status alike (a
+        # replay repeats the recorded code; a live client maps the HTTP status to it).
+        problems: list[str] = []
+        for status, code in STATUS_CODES.items():
+            entry = ThrowEntry((), f"failed with {status}", code, status)
+            with scripted_client([[entry]]) as client:
+                failure = _run_call(client, "s1", [], self.patience)
+            got = (failure.code, failure.status) if isinstance(failure, ModelError) else failure
+            if got != (code, status):
+                problems.append(f"HTTP {status} should be {code}, got {got!r}")
+        assert problems == []
 
     def test_what_streamed_before_a_failure_is_yielded_first(
         self, scripted_client: ScriptedClientFactory
