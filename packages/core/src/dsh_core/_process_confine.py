@@ -13,9 +13,11 @@ apply to a process already running (SECURITY.md, "The sandbox"):
   (the bounding set too), unless the uid is 0: bubblewrap started by root needs them, and in
   a user namespace they govern only what it owns (root loses its host powers, e.g. reading
   another user's files);
-- ``no_new_privs`` and the seccomp filter of :mod:`dsh_core._seccomp` (no ``socket(AF_UNIX)``
-  unless a server store must be reached over one, no ``TIOCSTI``/``TIOCLINUX``), loaded with
-  ``prctl`` from the BPF program libseccomp compiled once in the parent.
+- ``no_new_privs`` and the seccomp filter of :mod:`dsh_core._seccomp` in its agent variant
+  (socket families by allow-list, ``AF_UNIX`` only when a server store must be reached over
+  one; no kernel keyring, ``ptrace``, ``bpf``, ``TIOCSTI``…; mounts and namespaces stay, for
+  the bubblewrap its commands run in), loaded with ``prctl`` from the BPF program libseccomp
+  compiled once in the parent.
 
 Inherited by everything the agent starts: its ``bash`` commands then enter bubblewrap from
 inside these namespaces (a nested user namespace is allowed).
@@ -118,7 +120,7 @@ def prepare_process_confinement() -> None:
     _libc()
     for unix_sockets in (False, True):
         with contextlib.suppress(SeccompUnavailableError):
-            seccomp_program(unix_sockets=unix_sockets)
+            seccomp_program(unix_sockets=unix_sockets, agent=True)
 
 
 def confine_process(confinement: ProcessConfinement) -> list[str]:
@@ -196,7 +198,7 @@ def _drop_capabilities() -> list[str]:
 
 def _seccomp(unix_sockets: bool) -> list[str]:
     try:
-        program = seccomp_program(unix_sockets=unix_sockets)
+        program = seccomp_program(unix_sockets=unix_sockets, agent=True)
     except SeccompUnavailableError as exc:
         return [f"the seccomp filter ({exc})"]
     libc = _libc()
