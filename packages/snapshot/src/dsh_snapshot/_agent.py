@@ -137,6 +137,14 @@ class ScenarioAgent:
             yield
         except testing.ResponseError as exc:
             raise AgentError(f"{exc}; stderr: {self.acp.stderr_tail()}") from None
+        except testing.DeadlineError as exc:
+            # One line: a long (live) recording meets this; the way out is a larger bound.
+            last = self.acp.stderr_tail().splitlines()[-1]
+            raise AgentError(
+                f"the run took longer than --run-timeout (default 3 x --timeout) while waiting "
+                f"for {exc.waiting_for}; give a long recording more with --run-timeout SECONDS "
+                f"(the agent's stderr ends: {last})"
+            ) from None
         except testing.AgentProcessError as exc:
             raise AgentError(str(exc)) from None
 

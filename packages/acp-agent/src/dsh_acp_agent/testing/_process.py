@@ -25,7 +25,14 @@ from dsh_core.plugins import (
     store_env_prefixes,
 )
 
-__all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
+__all__ = [
+    "AgentProcess",
+    "AgentProcessError",
+    "AgentRun",
+    "DeadlineError",
+    "ResponseError",
+    "agent_environment",
+]
 
 JsonObject = dict[str, Any]
 
@@ -40,6 +47,21 @@ STDERR_KEPT_BYTES = 256 * 1024
 
 class AgentProcessError(AssertionError):
     """The agent process misbehaved: no frame in time, stdout closed early, no exit in time."""
+
+
+class DeadlineError(AgentProcessError):
+    """The run's deadline (``AgentProcess.deadline``) passed while the agent was still working.
+
+    Attributes:
+        waiting_for: what was being waited for.
+    """
+
+    def __init__(self, waiting_for: str, stderr_tail: str) -> None:
+        super().__init__(
+            f"the run reached its deadline while waiting for {waiting_for} (the agent kept "
+            f"speaking, never finishing); stderr: {stderr_tail}"
+        )
+        self.waiting_for = waiting_for
 
 
 class ResponseError(AssertionError):
@@ -266,10 +288,7 @@ class AgentProcess:
             return wait
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise AgentProcessError(
-                f"the run reached its deadline while waiting for {waiting_for} (the agent kept "
-                f"speaking, never finishing); stderr: {self.stderr_tail()}"
-            )
+            raise DeadlineError(waiting_for, self.stderr_tail())
         return min(wait, left)
 
     def _next_frame(self, waiting_for: str) -> JsonObject:
