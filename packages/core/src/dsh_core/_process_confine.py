@@ -24,9 +24,11 @@ a scenario's ``clock:``) gets the very same plan from a launcher that applies it
 - non-root: every capability dropped; root: a second user namespace (its capabilities,
   which a nested bubblewrap needs, reach nothing of the mounts);
 - ``no_new_privs``, Landlock scoping of signals and abstract sockets (kernel ABI 6+), and the
-  seccomp filter of :mod:`dsh_core._seccomp` (no ``socket(AF_UNIX)`` unless a server store
-  must be reached over one, no ``TIOCSTI``/``TIOCLINUX``, no io_uring), loaded with ``prctl``
-  from the BPF program libseccomp compiled once in the parent.
+  seccomp filter of :mod:`dsh_core._seccomp` in its agent variant (socket families by
+  allow-list, ``AF_UNIX`` only when a server store must be reached over one; no kernel
+  keyring, ``ptrace``, ``bpf``, io_uring, ``TIOCSTI``…; mounts and namespaces stay, for the
+  bubblewrap its commands run in), loaded with ``prctl`` from the BPF program libseccomp
+  compiled once in the parent.
 
 The system calls are in :mod:`dsh_core._self_confine` (standard library only: it is also the
 cold launcher). Inherited by everything the agent starts: its ``bash`` commands then enter
@@ -152,7 +154,7 @@ def prepare_process_confinement() -> None:
 @functools.cache
 def _seccomp_base64(unix_sockets: bool) -> tuple[str | None, str | None]:
     try:
-        program = seccomp_program(unix_sockets=unix_sockets)
+        program = seccomp_program(unix_sockets=unix_sockets, agent=True)
     except SeccompUnavailableError as exc:
         return None, f"the seccomp filter ({exc})"
     return base64.b64encode(program).decode("ascii"), None
