@@ -254,8 +254,10 @@ class AgentForkServer:
         """Fork a fresh agent in ``cwd`` with exactly ``env``; its handle.
 
         The child confines itself before it runs any agent code (:func:`dsh_core.confine_process`:
-        namespaces, ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default
-        the host network is kept (a model client may need it) and the mode is ``env``'s
+        namespaces, a read-only file system where only ``cwd``, ``env``'s ``TMPDIR`` and
+        ``DSH_SESSIONS_ROOT`` and the confinement's ``writable`` folders are writable,
+        ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default the host
+        network is kept (a model client may need it) and the mode is ``env``'s
         ``DSH_SANDBOX`` (``warn`` when unset).
 
         Raises:
@@ -351,7 +353,8 @@ def _child(
         # Before any agent code, while this process is still single-threaded (a user
         # namespace refuses a threaded one).
         try:
-            missing = confine_process(ProcessConfinement.from_json(request.get("confine", {})))
+            confinement = ProcessConfinement.from_json(request.get("confine", {}))
+            missing = confine_process(confinement, cwd, env)
         except SandboxUnavailableError as exc:
             os.write(2, f"dsh-acp-agent: {exc}\n".encode())
             raise SystemExit(71) from None  # EX_OSERR
