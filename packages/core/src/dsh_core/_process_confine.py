@@ -49,7 +49,7 @@ from typing import Any, Literal, cast
 
 from dsh_core import _self_confine
 from dsh_core._sandbox import ENABLE_USERNS_HINT, SandboxUnavailableError, host_which
-from dsh_core._sandbox_fs import HIDDEN_DIRS, home_folders
+from dsh_core._sandbox_fs import HIDDEN_DIRS, _credentials_in, home_folders, lent_from_homes
 from dsh_core._seccomp import SeccompUnavailableError, seccomp_program
 
 __all__ = [
@@ -140,11 +140,13 @@ class ProcessConfinement:
 def prepare_process_confinement() -> None:
     """Do once, in a parent that forks many confined children, what costs time: load libc,
     let libseccomp compile both filters (a missing libseccomp is reported by the child), list
-    the interpreter's paths and ask the kernel for its Landlock ABI."""
+    the interpreter's paths and what ``PATH`` needs from the homes, and ask the kernel for its
+    Landlock ABI."""
     if not sys.platform.startswith("linux"):
         return
     _self_confine.landlock_abi()
     _interpreter_paths()
+    lent_from_homes(os.environ.get("PATH", ""), tuple(_homes(os.environ)))
     for unix_sockets in (False, True):
         _seccomp_base64(unix_sockets)
 
@@ -175,8 +177,9 @@ def _interpreter_paths() -> tuple[str, ...]:
 
 def _homes(env: Mapping[str, str]) -> list[str]:
     """Every home, as commands have them hidden (``/home``, ``/root``, the agent's ``$HOME``,
-    this process's and the account's)."""
-    return sorted({*home_folders(env.get("HOME", "")), *home_folders()})
+    this process's and the account's), none inside another."""
+    found = sorted({*home_folders(env.get("HOME", "")), *home_folders()}, key=len)
+    return [h for i, h in enumerate(found) if not any(_under(h, o) for o in found[:i])]
 
 
 def _absolute(paths: Sequence[str]) -> list[str]:
@@ -192,14 +195,24 @@ def confinement_plan(
 ) -> dict[str, Any]:
     """The plan :func:`dsh_core._self_confine.apply` carries out for ``confinement``, for an
     agent that runs in ``cwd`` with ``env``: every path resolved, the filter compiled."""
-    hide = [*_homes(env), *confinement.hide]
+    homes = _homes(env)
+    hide = [*homes, *confinement.hide]
     if not confinement.unix_sockets:
         runtime = env.get("XDG_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR", "")
         hide += [*HIDDEN_DIRS, runtime]
     hide = _absolute(hide)
     # What must stay readable, unless it would bring back a whole hidden folder (a gate
-    # started with `python -m` from the checkout has the checkout itself on sys.path).
-    automatic = [p for p in _interpreter_paths() if not any(_under(h, p) for h in hide)]
+    # started with `python -m` from the checkout has the checkout itself on sys.path): the
+    # interpreter and what the programs on PATH need from the homes, as commands have it
+    # lent (their bubblewrap starts inside this view), credential names hidden again.
+    others = [h for h in hide if h not in homes]
+    lent = [
+        p
+        for p in lent_from_homes(env.get("PATH", ""), tuple(homes))
+        if not any(_under(p, o) or _under(o, p) for o in others)
+    ]
+    automatic = [p for p in [*_interpreter_paths(), *lent] if not any(_under(h, p) for h in hide)]
+    hide += [path for path, _ in _credentials_in(automatic, homes)]
     if confinement.network:
         automatic.append(os.path.realpath("/etc/resolv.conf"))  # often under /run
     writable = [
