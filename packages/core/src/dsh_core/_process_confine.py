@@ -86,7 +86,6 @@ class ProcessConfinement:
         mode: ``strict`` (a missing mechanism is an error), ``warn`` (apply what exists, say
             once on stderr what is missing) or ``off`` (nothing; the caller's session and death
             signal still apply). As ``DSH_SANDBOX`` for commands.
-        filesystem: confine the file system (read-only, hidden homes and scratch folders).
         writable: folders the process may write besides its cwd, ``TMPDIR`` and
             ``DSH_SESSIONS_ROOT`` (the run's temporary folder).
         readable: paths readable even below a hidden folder (the scenario folder).
@@ -96,7 +95,6 @@ class ProcessConfinement:
     network: bool = True
     unix_sockets: bool = False
     mode: ConfinementMode = "warn"
-    filesystem: bool = True
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
     hide: tuple[str, ...] = ()
@@ -107,7 +105,6 @@ class ProcessConfinement:
             "network": self.network,
             "unix_sockets": self.unix_sockets,
             "mode": self.mode,
-            "filesystem": self.filesystem,
             "writable": list(self.writable),
             "readable": list(self.readable),
             "hide": list(self.hide),
@@ -130,7 +127,6 @@ class ProcessConfinement:
             network=bool(fields.get("network", True)),
             unix_sockets=bool(fields.get("unix_sockets", False)),
             mode=mode,
-            filesystem=bool(fields.get("filesystem", True)),
             writable=_paths(fields.get("writable", []), "writable"),
             readable=_paths(fields.get("readable", []), "readable"),
             hide=_paths(fields.get("hide", []), "hide"),
@@ -225,7 +221,6 @@ def confinement_plan(
     return {
         "mode": confinement.mode,
         "network": confinement.network,
-        "filesystem": confinement.filesystem,
         "writable": _absolute(writable),
         "readable": _absolute([*confinement.readable, *automatic]),
         "hide": hide,
