@@ -30,7 +30,7 @@ from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ProcessConfinement, ScenarioFiles, SessionLog
 from dsh_core.plugins import store_backend
 from dsh_llm_replay import ReplaySettings
-from dsh_snapshot._agent import AgentError, ScenarioAgent, agent_command
+from dsh_snapshot._agent import AgentAnsweredError, AgentError, ScenarioAgent, agent_command
 from dsh_snapshot._determinism import clock_command
 from dsh_snapshot._foreign import ForeignAgent, ForeignModel, foreign_model, normalised_ids
 from dsh_snapshot._harvest import harvest_logs
@@ -229,8 +229,8 @@ class OurAgent:
         )
 
     def stopped(self, error: AgentError, agent: ScenarioAgent) -> AgentError:
-        if self.report is None:
-            return error
+        if self.report is None or not isinstance(error, AgentAnsweredError):
+            return error  # a hung or crashed agent is not waited for again
         # A drift before the step failed (a call more than recorded) is what accept must
         # name: the agent's replay report says, once it has exited.
         drift = drift_after_stop(agent.finish, self.report)
