@@ -160,3 +160,5 @@ def test_what_a_home_lends_is_derived_from_path(home: Path) -> None:
         folder.mkdir()
     path = f"{home}/bin:{home}/.local/share/bin"
     assert sandbox_fs.lent_from_homes(path, homes) == (f"{home}/.local/share/bin", f"{home}/bin")
+    # A PATH entry that is a home or an XDG base folder itself lends nothing.
+    assert sandbox_fs.lent_from_homes(f"{home}:{home}/.local:{home}/.config", homes) == ()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -254,8 +255,10 @@ class AgentForkServer:
         """Fork a fresh agent in ``cwd`` with exactly ``env``; its handle.
 
         The child confines itself before it runs any agent code (:func:`dsh_core.confine_process`:
-        namespaces, ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default
-        the host network is kept (a model client may need it) and the mode is ``env``'s
+        namespaces, a read-only file system where only ``cwd``, ``env``'s ``TMPDIR`` and
+        ``DSH_SESSIONS_ROOT`` and the confinement's ``writable`` folders are writable,
+        ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default the host
+        network is kept (a model client may need it) and the mode is ``env``'s
         ``DSH_SANDBOX`` (``warn`` when unset).
 
         Raises:
@@ -351,7 +354,8 @@ def _child(
         # Before any agent code, while this process is still single-threaded (a user
         # namespace refuses a threaded one).
         try:
-            missing = confine_process(ProcessConfinement.from_json(request.get("confine", {})))
+            confinement = ProcessConfinement.from_json(request.get("confine", {}))
+            missing = confine_process(confinement, cwd, env)
         except SandboxUnavailableError as exc:
             os.write(2, f"dsh-acp-agent: {exc}\n".encode())
             raise SystemExit(71) from None  # EX_OSERR
@@ -420,6 +424,9 @@ def _fork(
 ) -> None:
     inherited = [other.sock.fileno() for other in lanes]
     inherited += [other.pidfd for other in lanes if other.pidfd is not None]
+    # The server's objects out of the collector's reach: a collection in the child would
+    # otherwise write to every one of them and copy nearly every page of the server.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         _child(inherited, fds, request, entry)
@@ -501,6 +508,9 @@ def main(argv: Sequence[str]) -> None:
         importlib.import_module(module)
     # Every child inherits the entry point lookup, the store modules and the model providers.
     plugins.preload(config.get("stores"))
+    from dsh_acp_agent._server import package_version  # noqa: PLC0415 - the server's side only
+
+    package_version()  # every agent reads it (its initialize answer): once, here
     prepare_process_confinement()  # libseccomp compiles the filters once, not per child
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))

@@ -193,8 +193,8 @@ def lent_from_homes(path_value: str, homes: tuple[str, ...]) -> tuple[str, ...]:
         if not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
         real = os.path.realpath(entry)
-        if _containing_home(real, homes) is None:
-            continue
+        if not _lendable(real, homes):
+            continue  # outside the homes (visible anyway), or a home or XDG base folder itself
         lent.add(real)
         parent = os.path.dirname(real)
         if os.path.basename(real) in _BIN_NAMES and _lendable(parent, homes):

@@ -17,7 +17,13 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ProcessConfinement, SessionLog, read_log_text
+from dsh_core import (
+    ALLOW_MODEL_REQUESTS_ENV,
+    ProcessConfinement,
+    SessionLog,
+    confined_command,
+    read_log_text,
+)
 from dsh_core.plugins import (
     DEFAULT_STORE_BACKEND,
     model_env_prefixes,
@@ -117,8 +123,10 @@ class AgentProcess:
             fresh interpreter (see :class:`dsh_acp_agent.AgentForkServer`).
         pass_fds: descriptors the process inherits (a sandbox's, see
             :class:`dsh_core.ConfinedCommand`).
-        confinement: how a forked child confines itself (see
-            :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``).
+        confinement: how the agent confines itself: a forked child after the fork (see
+            :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``), a fresh
+            interpreter through the launcher of :func:`dsh_core.confined_command` before it
+            starts (unconfined when ``None``).
         deadline: ``time.monotonic()`` by which everything must be over, however often the
             agent speaks (each wait is cut to it; past it a wait fails); ``None``: no bound
             but the per-wait ones.
@@ -173,6 +181,10 @@ class AgentProcess:
                 cwd, env, timeout=max(timeout, start_timeout), confinement=confinement
             )
         else:
+            if confinement is not None:
+                # Cold: the same confinement as a forked child's, by a launcher that applies
+                # it and then execs the agent.
+                argv = confined_command(confinement, argv, str(cwd), env)
             self.process = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
