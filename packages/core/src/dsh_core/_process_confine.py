@@ -142,7 +142,7 @@ def prepare_process_confinement() -> None:
         return
     _self_confine.landlock_abi()
     _interpreter_paths()
-    lent_from_homes(os.environ.get("PATH", ""), tuple(_homes(os.environ)))
+    lent_from_homes(os.environ.get("PATH", ""), _homes(os.environ.get("HOME", "")))
     for unix_sockets in (False, True):
         _seccomp_base64(unix_sockets)
 
@@ -171,11 +171,12 @@ def _interpreter_paths() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(p) for p in found if os.path.exists(p)}))
 
 
-def _homes(env: Mapping[str, str]) -> list[str]:
+@functools.cache
+def _homes(home: str) -> tuple[str, ...]:
     """Every home, as commands have them hidden (``/home``, ``/root``, the agent's ``$HOME``,
     this process's and the account's), none inside another."""
-    found = sorted({*home_folders(env.get("HOME", "")), *home_folders()}, key=len)
-    return [h for i, h in enumerate(found) if not any(_under(h, o) for o in found[:i])]
+    found = sorted({*home_folders(home), *home_folders()}, key=len)
+    return tuple(h for i, h in enumerate(found) if not any(_under(h, o) for o in found[:i]))
 
 
 def _absolute(paths: Sequence[str]) -> list[str]:
@@ -186,31 +187,43 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+@functools.cache
+def _views(
+    home: str, path: str, hide: tuple[str, ...], scratch: tuple[str, ...], network: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What is hidden and what comes back read-only below it, whatever the run: computed
+    once per process (a fork server's children share it) for these inputs."""
+    homes = _homes(home)
+    hidden = _absolute([*homes, *hide, *scratch])
+    # What must stay readable, unless it would bring back a whole hidden folder (a gate
+    # started with `python -m` from the checkout has the checkout itself on sys.path): the
+    # interpreter and what the programs on PATH need from the homes, as commands have it
+    # lent (their bubblewrap starts inside this view), credential names hidden again.
+    others = [h for h in hidden if h not in homes]
+    lent = [
+        p
+        for p in lent_from_homes(path, homes)
+        if not any(_under(p, o) or _under(o, p) for o in others)
+    ]
+    automatic = [p for p in [*_interpreter_paths(), *lent] if not any(_under(h, p) for h in hidden)]
+    hidden += [found for found, _ in _credentials_in(automatic, homes)]
+    if network:
+        automatic.append(os.path.realpath("/etc/resolv.conf"))  # often under /run
+    return tuple(hidden), tuple(automatic)
+
+
 def confinement_plan(
     confinement: ProcessConfinement, cwd: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
     """The plan :func:`dsh_core._self_confine.apply` carries out for ``confinement``, for an
     agent that runs in ``cwd`` with ``env``: every path resolved, the filter compiled."""
-    homes = _homes(env)
-    hide = [*homes, *confinement.hide]
+    scratch: tuple[str, ...] = ()
     if not confinement.unix_sockets:
         runtime = env.get("XDG_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR", "")
-        hide += [*HIDDEN_DIRS, runtime]
-    hide = _absolute(hide)
-    # What must stay readable, unless it would bring back a whole hidden folder (a gate
-    # started with `python -m` from the checkout has the checkout itself on sys.path): the
-    # interpreter and what the programs on PATH need from the homes, as commands have it
-    # lent (their bubblewrap starts inside this view), credential names hidden again.
-    others = [h for h in hide if h not in homes]
-    lent = [
-        p
-        for p in lent_from_homes(env.get("PATH", ""), tuple(homes))
-        if not any(_under(p, o) or _under(o, p) for o in others)
-    ]
-    automatic = [p for p in [*_interpreter_paths(), *lent] if not any(_under(h, p) for h in hide)]
-    hide += [path for path, _ in _credentials_in(automatic, homes)]
-    if confinement.network:
-        automatic.append(os.path.realpath("/etc/resolv.conf"))  # often under /run
+        scratch = (*HIDDEN_DIRS, runtime)
+    hide, automatic = _views(
+        env.get("HOME", ""), env.get("PATH", ""), confinement.hide, scratch, confinement.network
+    )
     writable = [
         *confinement.writable,
         cwd,
@@ -222,8 +235,8 @@ def confinement_plan(
         "mode": confinement.mode,
         "network": confinement.network,
         "writable": _absolute(writable),
-        "readable": _absolute([*confinement.readable, *automatic]),
-        "hide": hide,
+        "readable": [*_absolute(confinement.readable), *automatic],
+        "hide": list(hide),
         "seccomp": program,
         "seccomp_problem": problem,
         "userns_hint": ENABLE_USERNS_HINT,

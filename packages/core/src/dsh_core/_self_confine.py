@@ -201,10 +201,20 @@ def _file_system(plan: dict[str, Any]) -> None:
         if os.path.isabs(path) and not os.path.islink(path) and os.path.exists(path)
     ]
     writable = [p for p in plan.get("writable", []) if os.path.isdir(p)]
+    covered = [
+        p
+        for p in dict.fromkeys(plan.get("readable", []))
+        if os.path.exists(p) and any(_inside(p, h) for h, _ in hidden)
+    ]
+    # One copy per tree: a folder inside another one brought back comes with it (unless a
+    # hidden folder lies between them). Fewer mounts: each costs every nested bubblewrap too.
     readable = [
         p
-        for p in plan.get("readable", [])
-        if os.path.exists(p) and any(_inside(p, h) for h, _ in hidden)
+        for p in covered
+        if not any(
+            q != p and _inside(p, q) and not any(_inside(h, q) and _inside(p, h) for h, _ in hidden)
+            for q in covered
+        )
     ]
     # Take the copies first: once something is hidden, what it covers cannot be reached.
     copies: dict[str, int] = {}
