@@ -10,6 +10,7 @@ leaves every committed file as it was.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,7 @@ def drifted(scenario_copy: Callable[[str], Path]) -> Path:
 
 @pytest.mark.slow
 def test_accept_takes_our_agents_new_request_and_keeps_the_recorded_answers(
-    drifted: Path, capsys: pytest.CaptureFixture[str]
+    drifted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = drifted
     answers = _answers(folder)
@@ -87,6 +88,13 @@ def test_accept_takes_our_agents_new_request_and_keeps_the_recorded_answers(
     [pending] = load_pending(load_scenario(folder))
     assert pending.acceptable
     assert len(pending.drift) == 1
+    # review says what accepting would do before it is asked (skipped here).
+    monkeypatch.setattr("sys.stdin", io.StringIO("s\n"))
+    monkeypatch.setenv("COLUMNS", "400")  # the panel's lines unwrapped
+    assert main(["review", str(folder)]) == 0
+    out = _out(capsys)
+    assert "accepting takes the new requests with the recorded answers: the model is NOT" in out
+    assert "1 skipped" in out
 
     assert main(["accept", str(folder)]) == 0
     out = _out(capsys)

@@ -47,6 +47,7 @@ from dsh_core import (
     plugins,
     prepare_process_confinement,
 )
+from dsh_core._process_confine import confinement_plan
 
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
@@ -424,6 +425,11 @@ def _fork(
 ) -> None:
     inherited = [other.sock.fileno() for other in lanes]
     inherited += [other.pidfd for other in lanes if other.pidfd is not None]
+    with contextlib.suppress(ValueError, TypeError, KeyError):  # the child reports those
+        # What is hidden and lent whatever the run is worked out here, once for all the
+        # children (cached in the server), not in each of them.
+        confine = ProcessConfinement.from_json(request.get("confine", {}))
+        confinement_plan(confine, str(request["cwd"]), cast(dict[str, str], request["env"]))
     # The server's objects out of the collector's reach: a collection in the child would
     # otherwise write to every one of them and copy nearly every page of the server.
     gc.freeze()
