@@ -212,6 +212,14 @@ def _views(
     return tuple(hidden), tuple(automatic)
 
 
+def _pycache(env: Mapping[str, str]) -> list[str]:
+    """A bytecode cache the caller set (``PYTHONPYCACHEPREFIX``, often under a hidden folder):
+    readable, so a cold agent does not compile every module again; never writable (a
+    ``.pyc`` planted there would run in the next unconfined interpreter)."""
+    prefix = env.get("PYTHONPYCACHEPREFIX", "")
+    return [prefix] if os.path.isabs(prefix) and os.path.isdir(prefix) else []
+
+
 def confinement_plan(
     confinement: ProcessConfinement, cwd: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -235,7 +243,7 @@ def confinement_plan(
         "mode": confinement.mode,
         "network": confinement.network,
         "writable": _absolute(writable),
-        "readable": [*_absolute(confinement.readable), *automatic],
+        "readable": [*_absolute([*confinement.readable, *_pycache(env)]), *automatic],
         "hide": list(hide),
         "seccomp": program,
         "seccomp_problem": problem,
