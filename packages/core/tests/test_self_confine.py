@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from dsh_core import _self_confine
+from dsh_core import ProcessConfinement, _self_confine
+from dsh_core._process_confine import confinement_plan
 from dsh_core._seccomp import seccomp_program
 
 pytestmark = pytest.mark.usefixtures("needs_sandbox")
@@ -128,3 +129,14 @@ def test_the_launcher_refuses_bad_usage_and_says_what_it_cannot_start(tmp_path: 
         "dsh-acp-agent: confined without the seccomp filter\n"
         f"dsh-acp-agent: cannot start {missing}: {os.strerror(2)}\n"
     )
+
+
+def test_a_bytecode_cache_the_caller_set_is_readable_never_writable(tmp_path: Path) -> None:
+    cache, cwd = tmp_path / "pycache", tmp_path / "cwd"
+    cache.mkdir()
+    cwd.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPYCACHEPREFIX": str(cache)}
+    plan = confinement_plan(ProcessConfinement(network=False), str(cwd), env)
+    assert str(cache.resolve()) in plan["readable"]
+    assert plan["writable"] == [str(cwd.resolve())]
+    assert "/tmp" in plan["hide"]  # where such a cache often lies: hidden, but for it

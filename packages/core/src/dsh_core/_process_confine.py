@@ -19,8 +19,10 @@ a scenario's ``clock:``) gets the very same plan from a launcher that applies it
   ``$XDG_RUNTIME_DIR`` (kept, read-only, when a server store is reached over a socket) and
   the ``hide`` folders (the checkout the gate runs in); writable: the run's folders only
   (``writable``, the cwd, ``TMPDIR``, ``DSH_SESSIONS_ROOT``); readable again below a hidden
-  folder: the interpreter, the installed and editable packages, ``readable`` (the scenario
-  folder), and ``/etc/resolv.conf``'s target when the network is kept;
+  folder: the interpreter, the installed and editable packages, what the programs on
+  ``PATH`` need from the homes (lent as to commands, credential names hidden again),
+  ``readable`` (the scenario folder), the caller's ``PYTHONPYCACHEPREFIX`` and
+  ``/etc/resolv.conf``'s target when the network is kept;
 - non-root: every capability dropped; root: a second user namespace (its capabilities,
   which a nested bubblewrap needs, reach nothing of the mounts);
 - ``no_new_privs``, Landlock scoping of signals and abstract sockets (kernel ABI 6+), and the
@@ -212,6 +214,14 @@ def _views(
     return tuple(hidden), tuple(automatic)
 
 
+def _pycache(env: Mapping[str, str]) -> list[str]:
+    """A bytecode cache the caller set (``PYTHONPYCACHEPREFIX``, often under a hidden folder):
+    readable, so a cold agent does not compile every module again; never writable (a
+    ``.pyc`` planted there would run in the next unconfined interpreter)."""
+    prefix = env.get("PYTHONPYCACHEPREFIX", "")
+    return [prefix] if os.path.isabs(prefix) and os.path.isdir(prefix) else []
+
+
 def confinement_plan(
     confinement: ProcessConfinement, cwd: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -235,7 +245,7 @@ def confinement_plan(
         "mode": confinement.mode,
         "network": confinement.network,
         "writable": _absolute(writable),
-        "readable": [*_absolute(confinement.readable), *automatic],
+        "readable": [*_absolute([*confinement.readable, *_pycache(env)]), *automatic],
         "hide": list(hide),
         "seccomp": program,
         "seccomp_problem": problem,
