@@ -58,6 +58,8 @@ def _holding_a_key(folder: Path) -> None:
     write(folder / "workspace" / "notes.txt", f"key = {fake_key()}\n")
 
 
+# Two agent runs and two interpreters: in `nox -s tests_slow` (CI runs it), not the test command.
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_both_front_ends_print_the_same_summary_line(
     scenario_copy: Callable[[str], Path], tmp_path: Path, inner_pytest: InnerPytest
@@ -116,6 +118,7 @@ def test_without_a_key_both_front_ends_skip_the_record_with_one_reason(
 _RECORD = {"DSH_SNAPSHOT": "record"}
 
 
+@pytest.mark.slow  # the endpoint check's client stack in two interpreters; tests_slow
 def test_an_unreachable_endpoint_stops_both_front_ends_before_any_scenario(
     tmp_path: Path, inner_pytest: InnerPytest
 ) -> None:

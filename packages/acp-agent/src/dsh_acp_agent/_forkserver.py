@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -46,6 +47,7 @@ from dsh_core import (
     plugins,
     prepare_process_confinement,
 )
+from dsh_core._process_confine import confinement_plan
 
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
@@ -423,6 +425,14 @@ def _fork(
 ) -> None:
     inherited = [other.sock.fileno() for other in lanes]
     inherited += [other.pidfd for other in lanes if other.pidfd is not None]
+    with contextlib.suppress(ValueError, TypeError, KeyError):  # the child reports those
+        # What is hidden and lent whatever the run is worked out here, once for all the
+        # children (cached in the server), not in each of them.
+        confine = ProcessConfinement.from_json(request.get("confine", {}))
+        confinement_plan(confine, str(request["cwd"]), cast(dict[str, str], request["env"]))
+    # The server's objects out of the collector's reach: a collection in the child would
+    # otherwise write to every one of them and copy nearly every page of the server.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         _child(inherited, fds, request, entry)
@@ -504,6 +514,9 @@ def main(argv: Sequence[str]) -> None:
         importlib.import_module(module)
     # Every child inherits the entry point lookup, the store modules and the model providers.
     plugins.preload(config.get("stores"))
+    from dsh_acp_agent._server import package_version  # noqa: PLC0415 - the server's side only
+
+    package_version()  # every agent reads it (its initialize answer): once, here
     prepare_process_confinement()  # libseccomp compiles the filters once, not per child
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))

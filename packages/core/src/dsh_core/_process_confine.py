@@ -19,8 +19,10 @@ a scenario's ``clock:``) gets the very same plan from a launcher that applies it
   ``$XDG_RUNTIME_DIR`` (kept, read-only, when a server store is reached over a socket) and
   the ``hide`` folders (the checkout the gate runs in); writable: the run's folders only
   (``writable``, the cwd, ``TMPDIR``, ``DSH_SESSIONS_ROOT``); readable again below a hidden
-  folder: the interpreter, the installed and editable packages, ``readable`` (the scenario
-  folder), and ``/etc/resolv.conf``'s target when the network is kept;
+  folder: the interpreter, the installed and editable packages, what the programs on
+  ``PATH`` need from the homes (lent as to commands, credential names hidden again),
+  ``readable`` (the scenario folder), the caller's ``PYTHONPYCACHEPREFIX`` and
+  ``/etc/resolv.conf``'s target when the network is kept;
 - non-root: every capability dropped; root: a second user namespace (its capabilities,
   which a nested bubblewrap needs, reach nothing of the mounts);
 - ``no_new_privs``, Landlock scoping of signals and abstract sockets (kernel ABI 6+), and the
@@ -86,7 +88,6 @@ class ProcessConfinement:
         mode: ``strict`` (a missing mechanism is an error), ``warn`` (apply what exists, say
             once on stderr what is missing) or ``off`` (nothing; the caller's session and death
             signal still apply). As ``DSH_SANDBOX`` for commands.
-        filesystem: confine the file system (read-only, hidden homes and scratch folders).
         writable: folders the process may write besides its cwd, ``TMPDIR`` and
             ``DSH_SESSIONS_ROOT`` (the run's temporary folder).
         readable: paths readable even below a hidden folder (the scenario folder).
@@ -96,7 +97,6 @@ class ProcessConfinement:
     network: bool = True
     unix_sockets: bool = False
     mode: ConfinementMode = "warn"
-    filesystem: bool = True
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()
     hide: tuple[str, ...] = ()
@@ -107,7 +107,6 @@ class ProcessConfinement:
             "network": self.network,
             "unix_sockets": self.unix_sockets,
             "mode": self.mode,
-            "filesystem": self.filesystem,
             "writable": list(self.writable),
             "readable": list(self.readable),
             "hide": list(self.hide),
@@ -130,7 +129,6 @@ class ProcessConfinement:
             network=bool(fields.get("network", True)),
             unix_sockets=bool(fields.get("unix_sockets", False)),
             mode=mode,
-            filesystem=bool(fields.get("filesystem", True)),
             writable=_paths(fields.get("writable", []), "writable"),
             readable=_paths(fields.get("readable", []), "readable"),
             hide=_paths(fields.get("hide", []), "hide"),
@@ -146,7 +144,7 @@ def prepare_process_confinement() -> None:
         return
     _self_confine.landlock_abi()
     _interpreter_paths()
-    lent_from_homes(os.environ.get("PATH", ""), tuple(_homes(os.environ)))
+    lent_from_homes(os.environ.get("PATH", ""), _homes(os.environ.get("HOME", "")))
     for unix_sockets in (False, True):
         _seccomp_base64(unix_sockets)
 
@@ -175,11 +173,12 @@ def _interpreter_paths() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(p) for p in found if os.path.exists(p)}))
 
 
-def _homes(env: Mapping[str, str]) -> list[str]:
+@functools.cache
+def _homes(home: str) -> tuple[str, ...]:
     """Every home, as commands have them hidden (``/home``, ``/root``, the agent's ``$HOME``,
     this process's and the account's), none inside another."""
-    found = sorted({*home_folders(env.get("HOME", "")), *home_folders()}, key=len)
-    return [h for i, h in enumerate(found) if not any(_under(h, o) for o in found[:i])]
+    found = sorted({*home_folders(home), *home_folders()}, key=len)
+    return tuple(h for i, h in enumerate(found) if not any(_under(h, o) for o in found[:i]))
 
 
 def _absolute(paths: Sequence[str]) -> list[str]:
@@ -190,31 +189,51 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+@functools.cache
+def _views(
+    home: str, path: str, hide: tuple[str, ...], scratch: tuple[str, ...], network: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What is hidden and what comes back read-only below it, whatever the run: computed
+    once per process (a fork server's children share it) for these inputs."""
+    homes = _homes(home)
+    hidden = _absolute([*homes, *hide, *scratch])
+    # What must stay readable, unless it would bring back a whole hidden folder (a gate
+    # started with `python -m` from the checkout has the checkout itself on sys.path): the
+    # interpreter and what the programs on PATH need from the homes, as commands have it
+    # lent (their bubblewrap starts inside this view), credential names hidden again.
+    others = [h for h in hidden if h not in homes]
+    lent = [
+        p
+        for p in lent_from_homes(path, homes)
+        if not any(_under(p, o) or _under(o, p) for o in others)
+    ]
+    automatic = [p for p in [*_interpreter_paths(), *lent] if not any(_under(h, p) for h in hidden)]
+    hidden += [found for found, _ in _credentials_in(automatic, homes)]
+    if network:
+        automatic.append(os.path.realpath("/etc/resolv.conf"))  # often under /run
+    return tuple(hidden), tuple(automatic)
+
+
+def _pycache(env: Mapping[str, str]) -> list[str]:
+    """A bytecode cache the caller set (``PYTHONPYCACHEPREFIX``, often under a hidden folder):
+    readable, so a cold agent does not compile every module again; never writable (a
+    ``.pyc`` planted there would run in the next unconfined interpreter)."""
+    prefix = env.get("PYTHONPYCACHEPREFIX", "")
+    return [prefix] if os.path.isabs(prefix) and os.path.isdir(prefix) else []
+
+
 def confinement_plan(
     confinement: ProcessConfinement, cwd: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
     """The plan :func:`dsh_core._self_confine.apply` carries out for ``confinement``, for an
     agent that runs in ``cwd`` with ``env``: every path resolved, the filter compiled."""
-    homes = _homes(env)
-    hide = [*homes, *confinement.hide]
+    scratch: tuple[str, ...] = ()
     if not confinement.unix_sockets:
         runtime = env.get("XDG_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR", "")
-        hide += [*HIDDEN_DIRS, runtime]
-    hide = _absolute(hide)
-    # What must stay readable, unless it would bring back a whole hidden folder (a gate
-    # started with `python -m` from the checkout has the checkout itself on sys.path): the
-    # interpreter and what the programs on PATH need from the homes, as commands have it
-    # lent (their bubblewrap starts inside this view), credential names hidden again.
-    others = [h for h in hide if h not in homes]
-    lent = [
-        p
-        for p in lent_from_homes(env.get("PATH", ""), tuple(homes))
-        if not any(_under(p, o) or _under(o, p) for o in others)
-    ]
-    automatic = [p for p in [*_interpreter_paths(), *lent] if not any(_under(h, p) for h in hide)]
-    hide += [path for path, _ in _credentials_in(automatic, homes)]
-    if confinement.network:
-        automatic.append(os.path.realpath("/etc/resolv.conf"))  # often under /run
+        scratch = (*HIDDEN_DIRS, runtime)
+    hide, automatic = _views(
+        env.get("HOME", ""), env.get("PATH", ""), confinement.hide, scratch, confinement.network
+    )
     writable = [
         *confinement.writable,
         cwd,
@@ -225,10 +244,9 @@ def confinement_plan(
     return {
         "mode": confinement.mode,
         "network": confinement.network,
-        "filesystem": confinement.filesystem,
         "writable": _absolute(writable),
-        "readable": _absolute([*confinement.readable, *automatic]),
-        "hide": hide,
+        "readable": [*_absolute([*confinement.readable, *_pycache(env)]), *automatic],
+        "hide": list(hide),
         "seccomp": program,
         "seccomp_problem": problem,
         "userns_hint": ENABLE_USERNS_HINT,

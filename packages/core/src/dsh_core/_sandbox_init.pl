@@ -73,8 +73,11 @@ vec($watch, fileno($control), 1) = 1 if $control;
 my $stopped = 0;
 while (1) {
     my $ready = $watch;
+    # Never an endless wait: perl runs the SIGCHLD handler (which writes the wake pipe) only
+    # between two of its own steps, so a child that ends just before the select starts would
+    # wake nothing; the select comes back at least every 0.25 s and the child is polled.
     # CAP: RLIMIT_NPROC does not hold for the host's root, so the count is watched here.
-    my $found = select($ready, undef, undef, $cap ? 0.02 : undef);
+    my $found = select($ready, undef, undef, $cap ? 0.02 : 0.25);
     if ($found < 0) {
         next if $! == 4;    # EINTR: the handler ran, the wake pipe says why
         die "dsh sandbox: select: $!\n";
@@ -84,11 +87,9 @@ while (1) {
         syswrite(STDERR, "dsh sandbox: more than $cap processes: the command is killed\n");
         kill(9, -1);    # every process of the namespace but its init and this one
     }
+    sysread($wake_read, my $drained, 64) if $found > 0 && vec($ready, fileno($wake_read), 1);
+    last if waitpid($pid, 1) == $pid;    # WNOHANG; $? holds its raw wait status
     next unless $found > 0;
-    if (vec($ready, fileno($wake_read), 1)) {
-        sysread($wake_read, my $drained, 64);
-        last if waitpid($pid, 1) == $pid;    # $? holds its raw wait status
-    }
     if ($control && vec($ready, fileno($control), 1)) {
         my $read = sysread($control, my $numbers, 64);
         if (!$read) {    # the host went away: nothing of the command may stay

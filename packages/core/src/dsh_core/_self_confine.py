@@ -4,14 +4,15 @@ Two callers apply the same plan: the warm agent's forked child, in process
 (:func:`dsh_core._process_confine.confine_process`), and the cold agent's launcher, this file
 run as a script before the agent starts (``python -I -S _self_confine.py PLAN -- ARGV``: it
 applies the plan, then ``exec``s ``ARGV``; ``--cold`` and scenarios with a ``clock:``). Nothing
-of the project is imported, so the launcher starts in milliseconds with no site; the plan (a
-JSON object) is computed by the caller (:func:`dsh_core._process_confine.confinement_plan`).
+of the project is imported, so the launcher starts with no site (~40 ms CPU, its namespaces
+included); the plan (a JSON object) is computed by the caller
+(:func:`dsh_core._process_confine.confinement_plan`).
 
 What :func:`apply` does, in this order, while the process is single-threaded:
 
 1. new user, IPC, UTS and mount namespaces, and (``network`` false) a network namespace with not
    even its loopback up; the uid and gid map to themselves (files written stay the caller's);
-2. the file system (``filesystem``), as bubblewrap builds it for a command: every mount made
+2. the file system, as bubblewrap builds it for a command: every mount made
    read-only (``mount_setattr(AT_RECURSIVE)``; ``/proc`` excepted, or a nested bubblewrap
    could not mount its own), so writes, ``chmod``, ``chown``, ``utime`` and xattr changes
    anywhere fail with ``EROFS``; the ``hide`` paths covered by an empty read-only tmpfs (a
@@ -182,8 +183,18 @@ def _mountpoint(path: str, like_dir: bool) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
 
+class _HalfWay(Exception):
+    """The file system was changed in part: the process must not run on (any mode)."""
+
+
 def _file_system(plan: dict[str, Any]) -> None:
-    """Step 2 (module docstring). Raises :class:`_Failed`."""
+    """Step 2 (module docstring).
+
+    Raises:
+        _Failed: a mechanism is missing (an old kernel without ``open_tree`` or
+            ``mount_setattr``); nothing visible has changed yet.
+        _HalfWay: a later step failed.
+    """
     libc = _libc()
     hidden = [
         (path, os.path.isdir(path))
@@ -191,23 +202,39 @@ def _file_system(plan: dict[str, Any]) -> None:
         if os.path.isabs(path) and not os.path.islink(path) and os.path.exists(path)
     ]
     writable = [p for p in plan.get("writable", []) if os.path.isdir(p)]
+    covered = [
+        p
+        for p in dict.fromkeys(plan.get("readable", []))
+        if os.path.exists(p) and any(_inside(p, h) for h, _ in hidden)
+    ]
+    # One copy per tree: a folder inside another one brought back comes with it (unless a
+    # hidden folder lies between them). Fewer mounts: each costs every nested bubblewrap too.
     readable = [
         p
-        for p in plan.get("readable", [])
-        if os.path.exists(p) and any(_inside(p, h) for h, _ in hidden)
+        for p in covered
+        if not any(
+            q != p and _inside(p, q) and not any(_inside(h, q) and _inside(p, h) for h, _ in hidden)
+            for q in covered
+        )
     ]
     # Take the copies first: once something is hidden, what it covers cannot be reached.
     copies: dict[str, int] = {}
     is_dir: dict[str, bool] = {}
-    for path in [*writable, *readable]:
-        if path not in copies:
-            is_dir[path] = os.path.isdir(path)
-            flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE
-            args = (ctypes.c_int(_AT_FDCWD), _path(path), ctypes.c_uint(flags))
-            copies[path] = _check(_syscall(_SYS_OPEN_TREE, *args), f"open_tree {path}")
     try:
+        for path in [*writable, *readable]:
+            if path not in copies:
+                is_dir[path] = os.path.isdir(path)
+                flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_RECURSIVE
+                args = (ctypes.c_int(_AT_FDCWD), _path(path), ctypes.c_uint(flags))
+                copies[path] = _check(_syscall(_SYS_OPEN_TREE, *args), f"open_tree {path}")
         # Nothing done here reaches the caller's namespace.
         _check(libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None), "mount --make-rslave /")
+        _mount_setattr("/", 0, 0)  # a kernel before 5.12 has no mount_setattr: say so now
+    except _Failed:
+        for fd in copies.values():
+            os.close(fd)
+        raise
+    try:
         # Outer paths first, so that what lies inside lands on top; a copy after a hide of
         # the same depth (a kept folder that is itself hidden comes back).
         steps = sorted(
@@ -243,6 +270,8 @@ def _file_system(plan: dict[str, Any]) -> None:
         for path in readable:  # one that lies inside a writable folder is still read-only
             if any(_inside(path, w) for w in writable):
                 _mount_setattr(path, _MOUNT_ATTR_RDONLY, 0)
+    except (_Failed, OSError) as exc:
+        raise _HalfWay(str(exc)) from None
     finally:
         for fd in copies.values():
             os.close(fd)
@@ -304,7 +333,7 @@ def _seccomp(program: bytes) -> None:
 def apply(plan: dict[str, Any]) -> list[str]:
     """Apply ``plan`` to this process, for good (the module docstring says how).
 
-    ``plan``: ``network`` (keep the host's), ``filesystem`` (confine it), ``writable``,
+    ``plan``: ``network`` (keep the host's), ``writable``,
     ``readable`` and ``hide`` (absolute paths), ``seccomp`` (the BPF program, base64, or
     ``None``) and ``seccomp_problem`` (why there is none).
 
@@ -314,20 +343,20 @@ def apply(plan: dict[str, Any]) -> list[str]:
     if not sys.platform.startswith("linux"):
         return [f"in-process confinement (Linux only, not {sys.platform})"]
     missing: list[str] = []
-    flags = _CLONE_NEWIPC | _CLONE_NEWUTS | (0 if plan.get("network", True) else _CLONE_NEWNET)
-    if plan.get("filesystem", True):
-        flags |= _CLONE_NEWNS
+    flags = _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWNS
+    flags |= 0 if plan.get("network", True) else _CLONE_NEWNET
     try:
         _enter_user_namespace(flags)
     except _Failed as exc:
         missing.append(f"user namespaces ({exc}); {plan.get('userns_hint', '')}".rstrip("; "))
     else:
-        if plan.get("filesystem", True):
-            try:
-                _file_system(plan)
-            except (_Failed, OSError) as exc:
-                # Half a file system is worse than none: the caller must not run on.
-                raise SystemError(f"the file-system confinement failed half way: {exc}") from None
+        try:
+            _file_system(plan)
+        except _Failed as exc:
+            missing.append(f"the file-system confinement ({exc})")
+        except _HalfWay as exc:
+            # Half a file system is worse than none: the caller must not run on.
+            raise SystemError(f"the file-system confinement failed half way: {exc}") from None
         try:
             if os.getuid() == 0:
                 _enter_user_namespace(0)  # seals the mounts (module docstring)

@@ -20,9 +20,13 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+
+if TYPE_CHECKING:  # the plugin imports the engine only when a gate runs
+    from dsh_snapshot._engine import RecordPreflight
+    from dsh_snapshot._result import Verdict
 
 __all__ = ["ScenarioFolder", "ScenarioItem", "ScenarioTree"]
 
@@ -247,7 +251,7 @@ class _Summary:
             return
         self.tally.add(
             report.nodeid.split("::", 1)[0],
-            props["verdict"],  # pyright: ignore[reportArgumentType] - set by ScenarioItem
+            cast("Verdict", props["verdict"]),  # set by ScenarioItem
             int(str(props["sessions"])),
             int(str(props["calls_replayed"])),
             props.get("mode") in ("replay", "refresh"),
@@ -305,13 +309,13 @@ def _chosen_stores(config: pytest.Config) -> list[str]:
     return [c.strip() for c in str(text or "").split(",") if c.strip()]
 
 
-_PREFLIGHT: list[Any] = []
+_PREFLIGHT: list[RecordPreflight] = []
 
 
-def _record_preflight(config: pytest.Config) -> Any:
+def _record_preflight(config: pytest.Config) -> RecordPreflight:
     """The engine's record preflight, once per process before its first recording (as the
     CLI runs it once per batch): skip without a key, stop the session when the endpoint
-    refuses. Returns the :class:`~dsh_snapshot._engine.RecordPreflight`."""
+    refuses; the preflight, whose key the run records with."""
     if not _PREFLIGHT:
         from dsh_core.plugins import PluginError  # noqa: PLC0415 - record mode only
         from dsh_snapshot._engine import record_preflight  # noqa: PLC0415 - ditto
