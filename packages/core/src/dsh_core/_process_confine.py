@@ -19,8 +19,10 @@ a scenario's ``clock:``) gets the very same plan from a launcher that applies it
   ``$XDG_RUNTIME_DIR`` (kept, read-only, when a server store is reached over a socket) and
   the ``hide`` folders (the checkout the gate runs in); writable: the run's folders only
   (``writable``, the cwd, ``TMPDIR``, ``DSH_SESSIONS_ROOT``); readable again below a hidden
-  folder: the interpreter, the installed and editable packages, ``readable`` (the scenario
-  folder), and ``/etc/resolv.conf``'s target when the network is kept;
+  folder: the interpreter, the installed and editable packages, what the programs on
+  ``PATH`` need from the homes (lent as to commands, credential names hidden again),
+  ``readable`` (the scenario folder), the caller's ``PYTHONPYCACHEPREFIX`` and
+  ``/etc/resolv.conf``'s target when the network is kept;
 - non-root: every capability dropped; root: a second user namespace (its capabilities,
   which a nested bubblewrap needs, reach nothing of the mounts);
 - ``no_new_privs``, Landlock scoping of signals and abstract sockets (kernel ABI 6+), and the

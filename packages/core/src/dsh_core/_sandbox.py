@@ -18,7 +18,8 @@ Flatpak uses) with one policy (SECURITY.md, "The sandbox"):
 - ``--new-session`` (no controlling terminal), ``--die-with-parent`` and PID 1 of its own
   namespace (nothing outlives the command), ``--cap-drop ALL``, ``--disable-userns``,
   ``--clearenv`` and only the allow-listed variables;
-- a seccomp filter (:mod:`dsh_core._seccomp`): no ``socket(AF_UNIX)``, no ``TIOCSTI``.
+- a seccomp filter (:mod:`dsh_core._seccomp`): socket families by allow-list (no
+  ``AF_UNIX``, no ``AF_VSOCK``), no kernel keyring, ``ptrace``, ``bpf``, mounts, ``TIOCSTI``….
 
 Settings (``DSH_*``, read by :class:`SandboxSettings`):
 

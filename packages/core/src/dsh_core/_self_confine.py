@@ -4,8 +4,9 @@ Two callers apply the same plan: the warm agent's forked child, in process
 (:func:`dsh_core._process_confine.confine_process`), and the cold agent's launcher, this file
 run as a script before the agent starts (``python -I -S _self_confine.py PLAN -- ARGV``: it
 applies the plan, then ``exec``s ``ARGV``; ``--cold`` and scenarios with a ``clock:``). Nothing
-of the project is imported, so the launcher starts in milliseconds with no site; the plan (a
-JSON object) is computed by the caller (:func:`dsh_core._process_confine.confinement_plan`).
+of the project is imported, so the launcher starts with no site (~40 ms CPU, its namespaces
+included); the plan (a JSON object) is computed by the caller
+(:func:`dsh_core._process_confine.confinement_plan`).
 
 What :func:`apply` does, in this order, while the process is single-threaded:
 

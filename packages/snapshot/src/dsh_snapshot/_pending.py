@@ -101,7 +101,7 @@ def fixture_files(
 
 def _digest(path: Path) -> str:
     try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        return "sha256:" + hashlib.sha256(fsafe.read_file(path)).hexdigest()
     except FileNotFoundError:
         return ""
 

@@ -49,7 +49,7 @@ from dsh_snapshot._agentspec import (
 )
 from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
-from dsh_snapshot._fsafe import ConfinedPathError, read_text
+from dsh_snapshot._fsafe import ConfinedPathError, read_file_text, read_text
 from dsh_snapshot._needs import scenario_needs
 from dsh_snapshot._provenance import Provenance
 from dsh_snapshot._steps import OPS
@@ -383,8 +383,7 @@ class Scenario:
         """Child fixtures whose header carries a non-zero ``seedLength``."""
         out: list[Path] = []
         for child in self.child_files:
-            with child.open(encoding="utf-8") as handle:
-                first = handle.readline()
+            first = read_file_text(child).partition("\n")[0]
             try:
                 header = read_log([first], str(child)).header
             except LogFormatError:
