@@ -499,6 +499,15 @@ def _pinned_server_store(world: World) -> list[str]:
     return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
 
 
+def _store_path(world: World) -> list[str]:
+    """Red team 4 F13: ``store:`` became a path below ``.pending/`` and a failed replay's
+    rmtree walked out of it, deleting the folder it named."""
+    folder = world.box.scenario("store-path", {".pending/jsonl/keep": ""})
+    out = os.path.relpath(world.box.sentinel / "dir", folder / ".pending")
+    (folder / "snapshot.yml").write_text(META.replace("store: jsonl", f"store: {out}"))
+    return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
+
+
 def _checkout_read(world: World) -> list[str]:
     """A recorded command reads the checkout's .env and .git (the README keeps the key in
     .env; a CI checkout keeps its token in .git/config) and turns it round, past any
@@ -740,6 +749,12 @@ CASES = [
         _pinned_server_store,
         expect=_PINNED_SAYS,
         code=1,
+    ),
+    Case(
+        "store-name-from-snapshot-yml-is-never-a-path",
+        _store_path,
+        expect=("snapshot.yml", "field 'store'"),
+        code=2,
     ),
     Case(
         "checkout-env-and-git-are-hidden-from-commands",

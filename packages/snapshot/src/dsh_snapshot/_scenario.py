@@ -124,8 +124,9 @@ class SnapshotMeta(BaseModel):
 
     version: Literal[1]
     profile: str = Field(min_length=1)
-    store: str = Field(default="default", min_length=1)
-    """``default`` (every store backend asked for) or one backend's name, which pins it."""
+    store: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    """``default`` (every store backend asked for) or one backend's name, which pins it. A
+    name, never a path: it names the folder of the store's pending outputs."""
     recording: Recording
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
     """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
