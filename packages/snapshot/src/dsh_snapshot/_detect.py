@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import re
 import sys
+import threading
 import types
 from collections.abc import Callable, Generator, Iterator
 from functools import cache
@@ -239,10 +240,19 @@ def _requests_not_loaded() -> Generator[None]:
             del sys.modules["requests"]
 
 
-@cache
+# A gate's workers start by scanning at once: without it both would build everything.
+_building = threading.Lock()
+
+
 def _built() -> tuple[tuple[Detector, ...], tuple[str, ...], tuple[tuple[str, Find], ...]]:
     """The detectors, the RE2 sources the screen is made of, and what the screen cannot
-    stand for."""
+    stand for; built once per process."""
+    with _building:
+        return _build()
+
+
+@cache
+def _build() -> tuple[tuple[Detector, ...], tuple[str, ...], tuple[tuple[str, Find], ...]]:
     with _requests_not_loaded():
         plugins = [
             (name, getattr(import_module(f"detect_secrets.plugins.{module}"), name)())
@@ -276,7 +286,6 @@ def detectors() -> tuple[Detector, ...]:
     return _built()[0]
 
 
-@cache
 def screened(extra: tuple[re.Pattern[str], ...] = ()) -> Screened:
     """``(screen, every, rest)``: ``screen`` (one RE2 alternation of every regex detector's
     RE2 patterns and of ``extra``'s relaxed forms, or ``None``) matches somewhere in a text
@@ -289,7 +298,13 @@ def screened(extra: tuple[re.Pattern[str], ...] = ()) -> Screened:
     The screen is multi-line (``^`` and ``$`` match at every "\n"): over lines joined by
     "\n" it matches wherever it matches in one of the lines (``_keyscan._quiet``).
     """
-    every, sources, rest = _built()
+    with _building:
+        return _screen(extra)
+
+
+@cache
+def _screen(extra: tuple[re.Pattern[str], ...]) -> Screened:
+    every, sources, rest = _build()
     try:
         screen: Any = linear_regex("(?m)" + "|".join([*map(_relaxed, extra), *sources]))
     except ValueError:  # too big for RE2's budget: every detector runs on every text
