@@ -24,6 +24,7 @@ from dsh_llm_proxy._app import (
 )
 from dsh_llm_proxy._book import call_inputs
 from dsh_llm_proxy._defaults import upstream_defaults
+from dsh_llm_proxy._policy import RecordPolicy
 from dsh_llm_proxy._root import detect_store, open_recording_root
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._serving import ServingThread, loopback_socket
@@ -153,9 +154,11 @@ class ProxyServer:
         port: int = 0,
         scrub: Scrub | None = None,
         api_key: str | None = None,
+        policy: RecordPolicy | None = None,
     ) -> ProxyServer:
         """A recording proxy writing into ``root``, each event through ``scrub`` first.
-        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only.
+        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only, on
+        calls within ``policy`` (default: :class:`RecordPolicy`'s limits, any model).
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
@@ -164,7 +167,10 @@ class ProxyServer:
         upstream = upstream or default_upstream
         key = api_key or api_key_from_env(api_key_env or default_key_env)
         opened = empty_recording_store(root, store)
-        return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
+        engine = RecordEngine(
+            opened, upstream, key, scrub=scrub or Scrub(), policy=policy or RecordPolicy()
+        )
+        return cls(engine, opened, port)
 
     @classmethod
     def replay(

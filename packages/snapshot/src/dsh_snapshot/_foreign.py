@@ -56,7 +56,7 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import Scrub, open_recording_root, recorded_logs
+from dsh_llm_proxy import RecordPolicy, Scrub, open_recording_root, recorded_logs
 from dsh_snapshot._agent import AgentError, ScenarioAgent
 from dsh_snapshot._agentspec import (
     BASE_URL,
@@ -68,10 +68,11 @@ from dsh_snapshot._agentspec import (
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._fsafe import read_file_text
 from dsh_snapshot._keep_answers import NO_FIT
-from dsh_snapshot._live import key_name, live_provider, live_upstream
+from dsh_snapshot._live import LiveSettings, key_name, live_model, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 
 if TYPE_CHECKING:
+    from dsh_core.plugins import ModelProvider
     from dsh_llm_proxy import ProxyHub, ProxyRoute
 
 __all__ = [
@@ -282,6 +283,7 @@ class ForeignModel:
                 problems = list(replay.report().problems)
         if problems and self.kept is not None:
             problems[0] = f"{NO_FIT}: {problems[0]}"
+        problems = [*map(str, self.route.refusals()), *problems]
         where = f"the agent stopped: {error}; its stderr ends: {stderr}"
         return f"{problems[0]} ({where})" if problems else where
 
@@ -370,6 +372,9 @@ def foreign_model(
             # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
             provider = live_provider()
             key = api_key
+            # Live, the key is the maintainer's: the calls the agent may make are bounded and
+            # the model is the configured one. Keyless upstreams get the default bounds.
+            policy: RecordPolicy | None = None
             if keep_answers:
                 kept = stack.enter_context(
                     _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
@@ -379,11 +384,12 @@ def foreign_model(
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
             else:
                 upstream = live_upstream(provider)
+                policy = _live_policy(provider)
             if not key:
                 raise AgentError(
                     f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
                 )
-            route = _hub().record(root, upstream=upstream, api_key=key, store=store)
+            route = _hub().record(root, upstream=upstream, api_key=key, store=store, policy=policy)
         stack.enter_context(route)
         model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept)
         stack.callback(lambda: [c.close() for c in model.confined])
@@ -391,6 +397,17 @@ def foreign_model(
         if replaying:
             report = route.report().as_json()
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _live_policy(provider: ModelProvider) -> RecordPolicy:
+    """What a live recording forwards with the key (``LiveSettings``; the live model only)."""
+    settings = LiveSettings()
+    return RecordPolicy(
+        max_in_flight=settings.max_in_flight,
+        max_calls=settings.max_calls,
+        max_tokens=settings.max_tokens,
+        model=live_model(provider),
+    )
 
 
 def shared_hub() -> ProxyHub:
