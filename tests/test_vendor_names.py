@@ -21,7 +21,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-_VENDOR = re.compile(r"DEEPSEEK_|^\s*(?:from|import)\s+dsh_llm_deepseek\b", re.MULTILINE)
+_VENDOR = re.compile(
+    r"DEEPSEEK_"
+    r"|^\s*(?:from|import)\s+dsh_llm_deepseek\b"  # an import statement
+    r"|(?:import_module|__import__)\(\s*[\"']dsh_llm_deepseek\b",  # an import by name
+    re.MULTILINE,
+)
 
 # The key variable given a literal that says it is no key (``fake``, ``not-a-key``,
 # ``not-secret``): ``"DEEPSEEK_API_KEY": "test-key-not-secret"``, ``DEEPSEEK_API_KEY=fake``.
@@ -91,6 +96,7 @@ def test_the_vendor_is_named_only_in_its_package() -> None:
         ("packages/snapshot/tests/test_x.py", "from dsh_llm_deepseek import DeepSeekSettings"),
         ("tests/test_x.py", "    import dsh_llm_deepseek.testing"),
         ("tests/plugins/dsh-model-acme/tests/test_x.py", "from dsh_llm_deepseek._x import y"),
+        ("tools/x.py", 'settings = importlib.import_module("dsh_llm_deepseek")'),
         ("packages/snapshot/src/dsh_snapshot/_x.py", '"DEEPSEEK_API_KEY": "not-a-key",'),
         ("bench/bench_x.py", '{"DEEPSEEK_API_KEY": "bench-not-a-key"}'),
         ("tools/x.py", "DEEPSEEK_API_KEY=fake-key DEEPSEEK_MODEL=m"),

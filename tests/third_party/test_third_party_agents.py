@@ -10,8 +10,9 @@ scripted model server through dsh-llm-proxy; here they replay with no model at a
   (its `clock:` fixes the date, the gate's placeholders the paths), Vibe's too (a `scrub:`
   turns its date into `{{date}}`);
 - red, with the cause as the headline, when the user's prompt changes, when the agent's
-  system prompt changes (a project instruction file it reads), and when a tool answers
-  otherwise than it did at recording time;
+  system prompt changes (a project instruction file it reads), when a tool answers
+  otherwise than it did at recording time, and when the agent's own sub-agent answers
+  otherwise;
 - a changed prompt accepted keylessly (`dsh-snapshot accept` after the red replay, which runs
   what `record --keep-answers` does): the new request recorded with the recorded answer,
   green again.
@@ -148,6 +149,25 @@ def test_red_when_a_tool_answers_otherwise(agent: str, tmp_path: Path) -> None:
     session.write_text("\n".join(edited) + "\n")
     out = _red(folder, tmp_path, DRIFT[1])
     assert "SNAPSHOT_CHANGED" in out, out
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_red_when_the_sub_agents_answer_changes(agent: str, tmp_path: Path) -> None:
+    """The agent's own sub-agent (Qwen's `agent` tool, Vibe's tools.agents.spawn) answers
+    otherwise than recorded: its parent's next request, which carries that answer, is refused."""
+    folder = _copy(f"{agent}-subagent", tmp_path)
+    child = folder / "session.1.jsonl"
+    lines = child.read_text().splitlines()
+    edited = [
+        line.replace("SUBPONG", "SUBPING").replace('"text":"PONG"', '"text":"PING"')
+        if '"assistant/' in line
+        else line
+        for line in lines
+    ]
+    assert edited != lines, "the recording has no sub-agent answer to change"
+    child.write_text("\n".join(edited) + "\n")
+    out = _red(folder, tmp_path, DRIFT[1])
+    assert "SUBPING" in out, out
 
 
 @pytest.mark.parametrize("agent", sorted(AGENTS))

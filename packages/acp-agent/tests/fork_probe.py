@@ -37,7 +37,19 @@ def _state() -> dict[str, object]:
         "tempdir": tempfile.gettempdir(),
         "proc_environ": Path("/proc/self/environ").read_bytes().decode(errors="replace"),
         "session_leader": os.getsid(0) == os.getpid(),
+        # What every descriptor beyond the three pipes leads to.
+        "inherited": _inherited(),
     }
+
+
+def _inherited() -> list[str]:
+    links: list[str] = []
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            links += [os.readlink(f"/proc/self/fd/{fd}")] if fd > 2 else []
+        except FileNotFoundError:  # the listing's own descriptor, closed by now
+            continue
+    return links
 
 
 def _attempt(action: str) -> str:

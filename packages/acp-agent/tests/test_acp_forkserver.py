@@ -47,7 +47,7 @@ def test_a_run_that_mutates_everything_leaves_the_next_run_pristine(tmp_path: Pa
     first_cwd.mkdir()
     second_cwd.mkdir()
     first_env = {"PATH": os.environ["PATH"], "TMPDIR": str(first_cwd), "RUN": "one"}
-    mark = tmp_path / "atexit-ran"
+    mark = second_cwd / "atexit-ran"  # in its cwd: the child may write nowhere else
     second_env = {
         "PATH": os.environ["PATH"],
         "TMPDIR": str(second_cwd),

@@ -155,8 +155,18 @@ def test_the_real_agent_child_runs_confined(tmp_path: Path) -> None:
                 for line in Path(f"/proc/{pid}/status").read_text().splitlines()
             )
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            for name in ("user", "net", "ipc"):
+            for name in ("user", "net", "ipc", "mnt"):
                 assert _ns(pid, name) != _ns(parent, name), name
+            # Its file system: the host's read-only, its home hidden, its cwd writable.
+            mounts: dict[str, tuple[list[str], str]] = {}
+            for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+                fields, fstype = line.split(" - ")[0].split(), line.split(" - ")[1].split()[0]
+                mounts[fields[4]] = (fields[5].split(","), fstype)
+            assert "ro" in mounts["/"][0]
+            assert "rw" in mounts[str(tmp_path.resolve())][0]
+            home = os.path.realpath(os.path.expanduser("~"))
+            covering = [m for m in mounts if m != "/" and (home + "/").startswith(m + "/")]
+            assert any("ro" in mounts[m][0] and mounts[m][1] == "tmpfs" for m in covering)
             assert (status["NoNewPrivs"], status["Seccomp"]) == ("1", "2")
             assert os.getuid() == 0 or int(status["CapEff"], 16) == 0
             assert int(stat[3]) == pid  # session id: its own session...

@@ -114,6 +114,7 @@ _PUBLIC: dict[str, list[str]] = {
         "close_open_turn",
         "completed_turn_prefix",
         "confine_process",
+        "confined_command",
         "creation_order",
         "delegated_prompts",
         "derive_replay_script",

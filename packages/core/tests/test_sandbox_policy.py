@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dsh_core import BashTool, SandboxSettings, ToolOutcome, ToolSandbox
-from dsh_core import _sandbox as sandbox_module
+from dsh_core import _sandbox_fs as sandbox_fs
 from dsh_core._sandbox import _bwrap, _perl
 from dsh_core.testing import processes_named, tool_context
 
@@ -336,7 +336,7 @@ def test_a_hidden_checkout_is_unreadable_but_what_it_must_lend_stays(
     # red team F3); what a command needs from inside it (a virtual environment) stays visible.
     # The host's /tmp (where this test's folders are) is left visible here, so that only the
     # hiding of the checkout itself can make the reads fail.
-    monkeypatch.setattr(sandbox_module, "_HIDDEN_DIRS", ())
+    monkeypatch.setattr(sandbox_fs, "HIDDEN_DIRS", ())
     checkout = tmp_path / "checkout"
     (checkout / ".git").mkdir(parents=True)
     (checkout / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic x\n")

@@ -8,6 +8,8 @@ against the scripted model server, then replayed with that server gone.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -395,6 +397,7 @@ def test_a_hostile_agent_command_cannot_write_outside_the_run(tmp_path: Path) ->
 def test_a_hostile_agent_reaches_nothing_but_its_proxy(tmp_path: Path) -> None:
     """A foreign agent holds no credential of the caller and reaches only the proxy: not a
     listener on the host's loopback, not a Unix socket, not the terminal."""
+    pwd_home = pwd.getpwuid(os.getuid()).pw_dir
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
         script = textwrap.dedent(f"""\
@@ -411,6 +414,14 @@ def test_a_hostile_agent_reaches_nothing_but_its_proxy(tmp_path: Path) -> None:
                 socket.socket(socket.AF_UNIX).connect("/run/anything")
             except OSError as exc:
                 print("unix socket:", exc.strerror, file=sys.stderr)
+            import resource
+            kinds = ("DATA", "FSIZE", "NOFILE", "CORE")
+            limits = [resource.getrlimit(getattr(resource, "RLIMIT_" + k)) for k in kinds]
+            print("limits", limits, file=sys.stderr)
+            for home in {pwd_home!r}, "/root":
+                if os.path.isdir(home):
+                    files = [n for n in os.listdir(home) if os.path.isfile(os.path.join(home, n))]
+                    print("home files", home, files, file=sys.stderr)
             base = os.environ["OPENAI_BASE_URL"].removesuffix("/v1")
             try:
                 urllib.request.urlopen(base + "/nothing-here", timeout=10)
@@ -435,6 +446,13 @@ def test_a_hostile_agent_reaches_nothing_but_its_proxy(tmp_path: Path) -> None:
     assert "host loopback: Connection refused" in failures
     assert "unix socket: Address family not supported by protocol" in failures
     assert "proxy answered 404" in failures
+    # The sandbox's resource limits hold for it, and no home shows a file (SECURITY.md).
+    gib = 1 << 30
+    limits = [(4 * gib, 4 * gib), (gib, gib), (4096, 4096), (0, 0)]
+    assert f"limits {limits}" in failures
+    for home in {pwd_home, "/root"}:
+        if os.path.isdir(home):
+            assert f"home files {home} []" in failures
 
 
 def test_an_override_is_refused_for_a_foreign_agent(tmp_path: Path) -> None:

@@ -245,6 +245,22 @@ def test_record_scripted_marks_a_bare_folder_ours_and_leaves_others(tmp_path: Pa
     assert not (upstream / "snapshot.yml").exists()
 
 
+def test_record_scripted_never_marks_through_a_linked_scenario_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Red team 4 F2: ``snapshots -> ../victim`` was refused only after the target tree had
+    been walked and given a ``snapshot.yml`` in every folder holding an ``input.json``."""
+    victim = _scenario(tmp_path / "victim" / "sdk" / "x", [{"op": "initialize"}], meta=None)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "snapshots").symlink_to(tmp_path / "victim")
+    monkeypatch.chdir(checkout)
+    assert mark_scripted([Path("snapshots"), Path("snapshots/sdk/x")]) == []
+    assert main(["record", "--scripted", "snapshots"]) == 2
+    assert "symbolic link" in capsys.readouterr().out
+    assert sorted(p.name for p in victim.iterdir()) == ["input.json"]
+
+
 # --- the README documents the format ----------------------------------------------------------
 
 

@@ -48,3 +48,70 @@ def test_pending_tracked_asks_the_hosts_git(planted: tuple[Path, Path]) -> None:
     folder, marker = planted
     assert not pending_tracked(load_scenario(folder))
     assert not marker.exists()
+
+
+_SNAPSHOT_YML = "version: 1\nprofile: sdk\nstore: default\nrecording: scripted\n"
+
+
+def _plant_bare_repository(folder: Path, marker: Path) -> None:
+    """Ordinary committable files that git's discovery takes for a bare repository."""
+    (folder / "HEAD").write_text("ref: refs/heads/main\n")
+    for name in ("objects", "refs"):
+        (folder / name).mkdir()
+        (folder / name / ".keep").write_text("")
+    (folder / "config").write_text(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n"
+        f'\tfsmonitor = "touch {marker}; false"\n'
+    )
+
+
+def test_a_bare_repository_in_the_scenario_is_not_gits_configuration(tmp_path: Path) -> None:
+    """Red team 4 F1: the scenario's ``config`` was git's; its ``core.fsmonitor`` ran on host."""
+    repo = tmp_path / "repo"
+    folder = repo / "sdk" / "x"
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text('{"steps": [{"op": "initialize"}]}')
+    (folder / "snapshot.yml").write_text(_SNAPSHOT_YML)
+    (folder / ".pending").mkdir()
+    (folder / ".pending" / "x").write_text("")
+    marker = tmp_path / "fsmonitor-ran"
+    _plant_bare_repository(folder, marker)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+
+    assert pending_tracked(load_scenario(folder))  # the checkout's own index answers
+    assert git_tracks(folder / "config")
+    assert not marker.exists()
+
+
+def test_outside_any_work_tree_git_is_not_asked(tmp_path: Path) -> None:
+    """No ``.git`` above the scenario: nothing is tracked, and git never discovers the plant."""
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "input.json").write_text('{"steps": [{"op": "initialize"}]}')
+    (folder / "snapshot.yml").write_text(_SNAPSHOT_YML)
+    marker = tmp_path / "fsmonitor-ran"
+    _plant_bare_repository(folder, marker)
+    (folder / ".pending").mkdir()
+
+    assert not pending_tracked(load_scenario(folder))
+    assert not git_tracks(folder / "config")
+    assert not marker.exists()
+
+
+def test_a_linked_worktree_is_answered_through_its_git_file(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    main.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=main, check=True)
+    (main / "tracked.env").write_text("X=1\n")
+    subprocess.run(["git", "add", "-A"], cwd=main, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+        cwd=main,
+        check=True,
+    )
+    linked = tmp_path / "linked"
+    subprocess.run(["git", "worktree", "add", "-q", str(linked)], cwd=main, check=True)
+    assert (linked / ".git").is_file()
+    assert git_tracks(linked / "tracked.env")
+    assert not git_tracks(linked / "other.env")

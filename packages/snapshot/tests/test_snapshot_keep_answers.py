@@ -10,6 +10,7 @@ leaves every committed file as it was.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +20,10 @@ import pytest
 
 from dsh_core import parse_jsonl
 from dsh_snapshot import load_scenario
+from dsh_snapshot._agent import AgentError
 from dsh_snapshot._keep_answers import unfit_answer
 from dsh_snapshot._pending import keep_pending, load_pending
+from dsh_snapshot._request_drift import drift_after_stop
 from dsh_snapshot.cli import main
 from dsh_snapshot.testing import tree_state
 
@@ -76,7 +79,7 @@ def drifted(scenario_copy: Callable[[str], Path]) -> Path:
 
 @pytest.mark.slow
 def test_accept_takes_our_agents_new_request_and_keeps_the_recorded_answers(
-    drifted: Path, capsys: pytest.CaptureFixture[str]
+    drifted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = drifted
     answers = _answers(folder)
@@ -85,6 +88,13 @@ def test_accept_takes_our_agents_new_request_and_keeps_the_recorded_answers(
     [pending] = load_pending(load_scenario(folder))
     assert pending.acceptable
     assert len(pending.drift) == 1
+    # review says what accepting would do before it is asked (skipped here).
+    monkeypatch.setattr("sys.stdin", io.StringIO("s\n"))
+    monkeypatch.setenv("COLUMNS", "400")  # the panel's lines unwrapped
+    assert main(["review", str(folder)]) == 0
+    out = _out(capsys)
+    assert "accepting takes the new requests with the recorded answers: the model is NOT" in out
+    assert "1 skipped" in out
 
     assert main(["accept", str(folder)]) == 0
     out = _out(capsys)
@@ -146,3 +156,18 @@ def test_accept_refuses_an_answer_calling_a_tool_the_new_request_no_longer_offer
     committed = {p.name: p.read_text(encoding="utf-8") for p in scenario.session_files}
     assert unfit_answer(committed) is None
     assert unfit_answer(pending.files) is not None
+
+
+def test_a_stopped_agent_that_left_no_report_has_no_drift_to_name(tmp_path: Path) -> None:
+    """The agent did not exit cleanly after its failed step: no report, so no drift is
+    claimed (accept then refuses the run as broken, not as drifted)."""
+    asked: list[str] = []
+
+    def finish() -> int:
+        asked.append("finish")
+        raise AgentError("the agent did not exit in time")
+
+    assert drift_after_stop(finish, tmp_path / "replay-report.json") == []
+    assert asked == ["finish"]
+    (tmp_path / "replay-report.json").write_text("{not json", encoding="utf-8")
+    assert drift_after_stop(lambda: 0, tmp_path / "replay-report.json") == []

@@ -293,6 +293,25 @@ def test_a_balance_that_runs_out_mid_run_fails_the_scenario_and_writes_nothing(
     assert c.key not in run.stdout + run.stderr
 
 
+def test_a_recording_longer_than_the_run_timeout_fails_in_one_line_naming_it(
+    committed: Path, tmp_path: Path, contract: Callable[..., Contract]
+) -> None:
+    # A slow live model (each wait within --timeout) past the run's whole budget.
+    folder = _one(committed, tmp_path)
+    c = contract(folder.parent)
+    pong: list[Any] = [{"type": "text-delta", "index": 0, "text": "PONG"}]
+    c.library.serve_first([Fault.slow_first_byte(3.0, pong)])
+    before = _snapshot_bytes(folder.parent)
+    run = c.record("--retries", "0", "--timeout", "10", "--run-timeout", "1")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert _snapshot_bytes(folder.parent) == before
+    lines = [line for line in run.stdout.splitlines() if "--run-timeout" in line]
+    assert lines, run.stdout
+    assert "the run took longer than --run-timeout (default 3 x --timeout) while waiting" in (
+        " ".join(run.stdout.split())
+    )
+
+
 def test_the_pytest_plugin_runs_the_preflight_before_its_first_recording(
     committed: Path, tmp_path: Path, contract: Callable[..., Contract]
 ) -> None:

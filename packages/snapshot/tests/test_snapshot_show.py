@@ -245,6 +245,28 @@ def _hostile_scenario(scenario_copy: Callable[[str], Path]) -> Path:
     return folder
 
 
+def test_show_never_enters_a_directory_link(
+    scenario_copy: Callable[[str], Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Red team 4 F5: a committed ``snapshots/x -> ../other-checkout/...`` printed the other
+    tree's recordings, and two links to ``.`` ended ``show`` in a traceback."""
+    outside = scenario_copy("text-turn")
+    tree = tmp_path / "tree"
+    mine = tree / "sdk"
+    mine.mkdir(parents=True)
+    shutil.copytree(outside, mine / "own")
+    (mine / "linked").symlink_to(outside, target_is_directory=True)
+    (mine / "a").symlink_to(".", target_is_directory=True)
+    (mine / "b").symlink_to(".", target_is_directory=True)
+    assert [folder.name for folder, _ in find_recordings(tree)] == ["own"]
+    assert main(["show", str(tree)]) == 0
+    titles = [line for line in capsys.readouterr().out.splitlines() if "  (" in line]
+    assert len(titles) == 1
+    assert "linked" not in titles[0]
+
+
 def test_hostile_text_is_escaped_for_a_terminal(scenario_copy: Callable[[str], Path]) -> None:
     folder = _hostile_scenario(scenario_copy)
     text = render_lines(tree_lines(load_tree(folder)))

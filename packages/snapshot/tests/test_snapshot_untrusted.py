@@ -586,7 +586,7 @@ CASES = [
     Case(
         "run-timeout-bounds-an-agent-that-keeps-speaking",
         _trickle,
-        expect=("the run reached its deadline",),
+        expect=("the run took longer than --run-timeout (default 3 x --timeout) while waiting",),
         code=1,
     ),
     Case(

@@ -10,17 +10,21 @@ enters the requested cwd, replaces its whole environment and runs the agent's ``
 process of its own, as fresh as a cold start except for the modules already imported (which
 nothing mutates before the fork: the server runs no agent code itself).
 
-The server is single-threaded (``fork`` is only safe then) and serves one child at a time: a
-gate keeps one server per worker. It reaps its child through a pidfd, so a kill it is asked for
-can never hit a reused pid. :class:`ForkedAgent` is the client's handle on a child, shaped like
-the parts of :class:`subprocess.Popen` a driver uses (``stdin``/``stdout``/``stderr``,
-``pid``, ``poll``, ``wait``, ``kill``).
+The server is single-threaded (``fork`` is only safe then). Each socket to it is a *lane* that
+runs one child at a time; :meth:`AgentForkServer.lane` opens another, so a gate's workers share
+one server (one interpreter importing the agent, not one per worker) and their children run at
+once. It reaps each child through a pidfd, so a kill it is asked for can never hit a reused
+pid, and a child closes every lane and pidfd it inherited before anything else: it can reach
+neither the server nor its siblings. :class:`ForkedAgent` is the client's handle on a child,
+shaped like the parts of :class:`subprocess.Popen` a driver uses (``stdin``/``stdout``/
+``stderr``, ``pid``, ``poll``, ``wait``, ``kill``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -43,6 +47,7 @@ from dsh_core import (
     plugins,
     prepare_process_confinement,
 )
+from dsh_core._process_confine import confinement_plan
 
 __all__ = ["AgentForkServer", "ForkServerError", "ForkedAgent"]
 
@@ -131,6 +136,9 @@ class ForkedAgent:
 class AgentForkServer:
     """A pre-imported agent parent that forks one fresh agent process per :meth:`spawn`.
 
+    The object is one lane of the server: one child at a time. :meth:`lane` opens another
+    lane of the same server process; closing the server closes its lanes too.
+
     Args:
         start_timeout: seconds the server may take to import the agent and say it is ready.
         entry: ``module:function`` each child runs (the agent's ``main``; tests give a probe).
@@ -154,6 +162,8 @@ class AgentForkServer:
     ) -> None:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.busy = False
+        self._owner: AgentForkServer | None = None  # the server a lane was opened on
+        self._lanes: list[AgentForkServer] = []
         config = json.dumps(
             {
                 "fd": theirs.fileno(),
@@ -184,6 +194,40 @@ class AgentForkServer:
                 f"(exit code {self.process.poll()}); its stderr is this process's"
             )
 
+    def lane(self, timeout: float = 60.0) -> AgentForkServer:
+        """Another lane of this server process: one more child at a time, without another
+        interpreter importing the agent. Closing it stops only its own child.
+
+        Raises:
+            ForkServerError: the server is gone or did not open the lane within ``timeout``.
+        """
+        owner = self._owner or self
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(owner.sock, [json.dumps({"lane": True}).encode()], [theirs.fileno()])
+        except OSError as exc:
+            ours.close()
+            raise ForkServerError(
+                f"the agent fork server (pid {owner.process.pid}) is gone: {exc}"
+            ) from exc
+        finally:
+            theirs.close()
+        lane = object.__new__(AgentForkServer)
+        lane.sock, lane.busy, lane.process = ours, False, owner.process
+        lane._owner, lane._lanes = owner, []
+        try:
+            ready = lane.receive(timeout)
+        except (ForkServerError, ValueError):
+            ready = None
+        if ready is None or not ready.get("ready"):
+            ours.close()
+            raise ForkServerError(
+                f"the agent fork server (pid {owner.process.pid}) opened no lane within "
+                f"{timeout:g}s (exit code {owner.process.poll()})"
+            )
+        owner._lanes.append(lane)
+        return lane
+
     def receive(self, timeout: float | None) -> dict[str, Any] | None:
         """The server's next message, or ``None`` if none came within ``timeout`` seconds.
 
@@ -212,8 +256,10 @@ class AgentForkServer:
         """Fork a fresh agent in ``cwd`` with exactly ``env``; its handle.
 
         The child confines itself before it runs any agent code (:func:`dsh_core.confine_process`:
-        namespaces, ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default
-        the host network is kept (a model client may need it) and the mode is ``env``'s
+        namespaces, a read-only file system where only ``cwd``, ``env``'s ``TMPDIR`` and
+        ``DSH_SESSIONS_ROOT`` and the confinement's ``writable`` folders are writable,
+        ``no_new_privs``, the seccomp filter). ``confinement`` says how; by default the host
+        network is kept (a model client may need it) and the mode is ``env``'s
         ``DSH_SANDBOX`` (``warn`` when unset).
 
         Raises:
@@ -253,9 +299,15 @@ class AgentForkServer:
         return ForkedAgent(self, int(answer["pid"]), (ours[0], ours[1], ours[2]))
 
     def close(self) -> None:
-        """Stop the server (a running child is killed first) and reap it."""
+        """Close this lane (its running child is killed). On the server itself: close every
+        lane, then stop the server (once every child is reaped) and reap it."""
+        for lane in self._lanes:
+            with contextlib.suppress(OSError):
+                lane.sock.close()
         with contextlib.suppress(OSError):
             self.sock.close()
+        if self._owner is not None:
+            return
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -278,12 +330,16 @@ def _resolve(entry: str) -> Any:
 
 
 def _child(
-    sock: socket.socket,
+    inherited: list[int],
     fds: list[int],
     request: dict[str, Any],
     entry: str,
 ) -> None:
-    """In the forked child: confine itself, become a fresh agent process; never returns."""
+    """In the forked child: confine itself, become a fresh agent process; never returns.
+
+    ``inherited``: the server's descriptors (every lane's socket, every sibling's pidfd),
+    closed first: a child must not be able to ask the server for anything or signal a sibling.
+    """
     cwd, env = str(request["cwd"]), cast(dict[str, str], request["env"])
     code = 70  # EX_SOFTWARE: the child could not even start the agent
     server = os.getppid()
@@ -291,14 +347,16 @@ def _child(
         # A session of its own (no controlling terminal, out of the gate's process group):
         # what bubblewrap's --new-session gives a sandboxed command.
         os.setsid()
-        sock.close()
+        for fd in inherited:
+            os.close(fd)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
         # Before any agent code, while this process is still single-threaded (a user
         # namespace refuses a threaded one).
         try:
-            missing = confine_process(ProcessConfinement.from_json(request.get("confine", {})))
+            confinement = ProcessConfinement.from_json(request.get("confine", {}))
+            missing = confine_process(confinement, cwd, env)
         except SandboxUnavailableError as exc:
             os.write(2, f"dsh-acp-agent: {exc}\n".encode())
             raise SystemExit(71) from None  # EX_OSERR
@@ -345,51 +403,107 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
-def _run_child(sock: socket.socket, pid: int) -> bool:
-    """Wait for ``pid`` (killing it when asked); report its exit. False: the client is gone."""
-    pidfd = os.pidfd_open(pid)
-    try:
-        alive = True
-        while True:
-            ready, _, _ = select.select([sock, pidfd], [], [])
-            if pidfd in ready:
-                break
-            data = sock.recv(_MESSAGE_LIMIT)
-            # Not yet reaped: the pid is still this child. A client gone kills it.
-            signum = int(json.loads(data).get("signal", signal.SIGKILL)) if data else signal.SIGKILL
-            os.kill(pid, signum)
-            alive = alive and bool(data)
-    finally:
-        os.close(pidfd)
-    _, status, usage = os.wait4(pid, 0)
-    if alive:
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+    # A client gone meanwhile is seen as the end of its lane at the next select: one lane's
+    # client must never bring the server (and every other lane's child) down.
+    with contextlib.suppress(OSError):
+        sock.send(json.dumps(message).encode())
+
+
+class _Lane:
+    """One client socket of the server, and the child it runs (if any)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.open = True  # False once the client closed it: its child is killed, not reported
+
+
+def _fork(
+    lane: _Lane, lanes: list[_Lane], fds: list[int], request: dict[str, Any], entry: str
+) -> None:
+    inherited = [other.sock.fileno() for other in lanes]
+    inherited += [other.pidfd for other in lanes if other.pidfd is not None]
+    with contextlib.suppress(ValueError, TypeError, KeyError):  # the child reports those
+        # What is hidden and lent whatever the run is worked out here, once for all the
+        # children (cached in the server), not in each of them.
+        confine = ProcessConfinement.from_json(request.get("confine", {}))
+        confinement_plan(confine, str(request["cwd"]), cast(dict[str, str], request["env"]))
+    # The server's objects out of the collector's reach: a collection in the child would
+    # otherwise write to every one of them and copy nearly every page of the server.
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        _child(inherited, fds, request, entry)
+    for fd in fds:
+        os.close(fd)
+    # Not yet reaped, the pid stays this child's: the pidfd and every kill name it.
+    lane.pid, lane.pidfd = pid, os.pidfd_open(pid)
+    _send(lane.sock, {"pid": pid})
+
+
+def _reap(lane: _Lane) -> None:
+    """The lane's child has ended: reap it and report its exit (unless the client is gone)."""
+    assert lane.pid is not None
+    assert lane.pidfd is not None
+    os.close(lane.pidfd)
+    _, status, usage = os.wait4(lane.pid, 0)
+    lane.pid = lane.pidfd = None
+    if lane.open:
         cpu = usage.ru_utime + usage.ru_stime
         exit_code = os.waitstatus_to_exitcode(status)
         report = {"exit": exit_code, "cpu": cpu, "maxrss_kb": usage.ru_maxrss}
-        sock.send(json.dumps(report).encode())
-    return alive
+        _send(lane.sock, report)
+
+
+def _message(lane: _Lane, lanes: list[_Lane], entry: str) -> None:
+    """One request on ``lane``: fork a child, signal it, open a lane; or the client is gone."""
+    try:
+        data, fds, _, _ = socket.recv_fds(lane.sock, _MESSAGE_LIMIT, 3)
+    except OSError:
+        data, fds = b"", []
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        lane.open = False
+        if lane.pid is not None:
+            os.kill(lane.pid, signal.SIGKILL)  # reaped (and the lane dropped) once it ends
+        return
+    request = json.loads(data)
+    if request.get("lane") and len(fds) == 1:
+        new = _Lane(socket.socket(fileno=fds[0]))
+        lanes.append(new)
+        _send(new.sock, {"ready": True, "pid": os.getpid()})
+    elif "cwd" in request and lane.pid is None and len(fds) == 3:
+        _fork(lane, lanes, fds, request, entry)
+    else:
+        for fd in fds:
+            os.close(fd)
+        if "signal" in request and lane.pid is not None:
+            os.kill(lane.pid, int(request["signal"]))
+        elif "cwd" in request:
+            _send(lane.sock, {"error": "this lane is still running a child"})
+        # else a late signal for a child already reaped: nothing to do
 
 
 def serve(sock: socket.socket, entry: str) -> None:
-    """Fork one child per request until the client closes the socket."""
+    """Fork one child per request, one at a time per lane, until every lane is closed and
+    every child reaped."""
     sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
-    while True:
-        data, fds, _, _ = socket.recv_fds(sock, _MESSAGE_LIMIT, 3)
-        if not data:
-            return
-        request = json.loads(data)
-        if "cwd" not in request:
-            for fd in fds:  # a late signal for a child already reaped: nothing to do
-                os.close(fd)
-            continue
-        pid = os.fork()
-        if pid == 0:
-            _child(sock, fds, request, entry)
-        for fd in fds:
-            os.close(fd)
-        sock.send(json.dumps({"pid": pid}).encode())
-        if not _run_child(sock, pid):
-            return
+    lanes = [_Lane(sock)]
+    while lanes:
+        requests = {lane.sock.fileno(): lane for lane in lanes if lane.open}
+        exits = {lane.pidfd: lane for lane in lanes if lane.pidfd is not None}
+        ready, _, _ = select.select([*requests, *exits], [], [])
+        for fd in ready:
+            if fd in exits and exits[fd].pidfd == fd:
+                _reap(exits[fd])
+            elif fd in requests and requests[fd].open:
+                _message(requests[fd], lanes, entry)
+        for lane in [lane for lane in lanes if not lane.open and lane.pid is None]:
+            lanes.remove(lane)
+            lane.sock.close()
 
 
 def main(argv: Sequence[str]) -> None:
@@ -400,6 +514,9 @@ def main(argv: Sequence[str]) -> None:
         importlib.import_module(module)
     # Every child inherits the entry point lookup, the store modules and the model providers.
     plugins.preload(config.get("stores"))
+    from dsh_acp_agent._server import package_version  # noqa: PLC0415 - the server's side only
+
+    package_version()  # every agent reads it (its initialize answer): once, here
     prepare_process_confinement()  # libseccomp compiles the filters once, not per child
     _resolve(config["entry"])  # fail here, once, rather than in every child
     serve(sock, str(config["entry"]))

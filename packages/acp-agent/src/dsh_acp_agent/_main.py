@@ -180,6 +180,8 @@ def finish_replay(replay: ConsumedAtExit | None) -> int:
 def _parse_command_line(argv: list[str]) -> None:
     """``--help`` and ``--version`` answer and exit before stdin is touched; the agent takes no
     other argument (its settings are environment variables), so anything else is exit 2."""
+    if not argv:  # how a client starts it: no parser to build (argparse, gettext: ~2 ms)
+        return
     parser = argparse.ArgumentParser(
         prog=AGENT_NAME,
         description="An Agent Client Protocol agent speaking JSON-RPC on stdin and stdout; "

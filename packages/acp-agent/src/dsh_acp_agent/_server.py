@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -42,8 +43,10 @@ SESSION_UPDATE = "session/update"
 _STOP_REASONS = {"completed": "end_turn", "aborted": "cancelled", "max-tokens": "max_tokens"}
 
 
+@functools.cache
 def package_version() -> str:
-    """The installed ``dsh-acp-agent`` distribution's version."""
+    """The installed ``dsh-acp-agent`` distribution's version (read once: the metadata lookup
+    and its email parser cost a few ms, and a warm fork server reads it before it forks)."""
     try:
         return version("dsh-acp-agent")
     except PackageNotFoundError:  # running from a source tree that is not installed

@@ -125,6 +125,7 @@ from dsh_core._normalize import (
 from dsh_core._process_confine import (
     ProcessConfinement,
     confine_process,
+    confined_command,
     prepare_process_confinement,
 )
 from dsh_core._request_header import (
@@ -350,6 +351,7 @@ __all__ = [
     "SandboxUnavailableError",
     "ToolSandbox",
     "confine_process",
+    "confined_command",
     "host_which",
     "is_secret_name",
     "prepare_process_confinement",

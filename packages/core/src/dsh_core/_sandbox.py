@@ -8,14 +8,18 @@ Flatpak uses) with one policy (SECURITY.md, "The sandbox"):
 
 - the host file system read-only (so writes, ``chmod``, ``utime`` and xattrs outside fail),
   only the run's cwd and the private home and temp dir writable; the host's ``/tmp``,
-  ``/var/tmp``, ``/run`` (``/var/run``), ``$XDG_RUNTIME_DIR`` and the usual credential folders
-  of the home are hidden behind empty ones;
+  ``/var/tmp``, ``/run`` (``/var/run``), ``$XDG_RUNTIME_DIR`` and every home (``/root``,
+  ``/home``, ``$HOME``) are hidden behind empty ones, a home lending back read-only only what
+  the programs on ``PATH`` need (:mod:`dsh_core._sandbox_fs`);
+- resource limits per process (memory, file size, processes, open files, no core dump) and a
+  size-capped ``/dev/shm`` (:mod:`dsh_core._sandbox_limits`);
 - new user, PID, IPC, UTS and cgroup namespaces, and (network ``deny``) a new network namespace
   whose only interface is its own loopback;
 - ``--new-session`` (no controlling terminal), ``--die-with-parent`` and PID 1 of its own
   namespace (nothing outlives the command), ``--cap-drop ALL``, ``--disable-userns``,
   ``--clearenv`` and only the allow-listed variables;
-- a seccomp filter (:mod:`dsh_core._seccomp`): no ``socket(AF_UNIX)``, no ``TIOCSTI``.
+- a seccomp filter (:mod:`dsh_core._seccomp`): socket families by allow-list (no
+  ``AF_UNIX``, no ``AF_VSOCK``), no kernel keyring, ``ptrace``, ``bpf``, mounts, ``TIOCSTI``….
 
 Settings (``DSH_*``, read by :class:`SandboxSettings`):
 
@@ -26,7 +30,10 @@ Settings (``DSH_*``, read by :class:`SandboxSettings`):
 - ``DSH_TOOL_ENV_ALLOW``: comma-separated extra variable names to pass; credential-shaped
   names are dropped even when listed here;
 - ``DSH_SANDBOX_HIDE``: further folders to hide (``os.pathsep``-separated): the gate names the
-  checkout it runs from, whose ``.env`` and ``.git`` a command must not read.
+  checkout it runs from, whose ``.env`` and ``.git`` a command must not read;
+- ``DSH_SANDBOX_MEMORY`` (default 4 GiB), ``DSH_SANDBOX_FILE_SIZE`` (1 GiB),
+  ``DSH_SANDBOX_PROCESSES`` (512), ``DSH_SANDBOX_OPEN_FILES`` (4096), ``DSH_SANDBOX_SHM``
+  (64 MiB): the resource limits (0 keeps the host's).
 """
 
 from __future__ import annotations
@@ -45,8 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ByteSize, NonNegativeInt
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from dsh_core._sandbox_fs import bwrap_options
+from dsh_core._sandbox_limits import ResourceLimits, prlimit_syscall
 from dsh_core._sandbox_net import LoopbackForward
 from dsh_core._seccomp import SeccompUnavailableError, seccomp_program
 
@@ -74,26 +84,6 @@ _SECRET_WORDS = re.compile(
     r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|JWT",
     re.IGNORECASE,
 )
-# Where a host keeps its sockets and shared scratch space: hidden behind an empty tmpfs.
-# (--dev /dev already gives a fresh /dev and /dev/shm.)
-_HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/var/run")
-# Credential folders and files of a home: hidden although reads are otherwise open (a live
-# model's `cat ~/.aws/credentials` would reach the API in its next request).
-_HIDDEN_IN_HOME = (
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".gnupg",
-    ".docker",
-    ".kube",
-    ".config/gcloud",
-    ".config/gh",
-    ".netrc",
-    ".git-credentials",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-)
 ENABLE_USERNS_HINT = (
     "allow unprivileged user namespaces (Ubuntu 24.04: "
     "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; see README, 'The sandbox')"
@@ -114,6 +104,24 @@ class SandboxSettings(BaseSettings):
     sandbox_network: NetworkMode = "allow"
     tool_env_allow: str = ""
     sandbox_hide: str = ""
+    sandbox_memory: ByteSize = ByteSize(ResourceLimits.memory)
+    sandbox_file_size: ByteSize = ByteSize(ResourceLimits.file_size)
+    sandbox_processes: NonNegativeInt = ResourceLimits.processes
+    sandbox_open_files: NonNegativeInt = ResourceLimits.open_files
+    sandbox_shm: ByteSize = ByteSize(ResourceLimits.shm)
+
+    @property
+    def limits(self) -> ResourceLimits:
+        """The resource limits of each sandboxed command (``DSH_SANDBOX_MEMORY``, ``_FILE_SIZE``,
+        ``_PROCESSES``, ``_OPEN_FILES``, ``_SHM``; sizes as ``4GiB``, ``512MiB``…; 0 keeps the
+        host's limit)."""
+        return ResourceLimits(
+            memory=int(self.sandbox_memory),
+            file_size=int(self.sandbox_file_size),
+            processes=self.sandbox_processes,
+            open_files=self.sandbox_open_files,
+            shm=int(self.sandbox_shm),
+        )
 
     @property
     def hidden_roots(self) -> tuple[str, ...]:
@@ -394,15 +402,19 @@ class ToolSandbox:
             command._forward = forward  # pyright: ignore[reportPrivateUsage]
             command._child_fds.append(forward.child_fd)  # pyright: ignore[reportPrivateUsage]
             inner = [*forward.prefix(), *inner]
+        limits = self.settings.limits
         if supervised:
             status_read, status_write = os.pipe()
             control_read, control_write = os.pipe()
             command._child_fds += [status_write, control_read]  # pyright: ignore[reportPrivateUsage]
             command._status, command._control = status_read, control_write  # pyright: ignore[reportPrivateUsage]
             command.supervised = True
-            init, added = self._supervisor_argv(status_write, control_read, env)
-            inner = [*init, "--", *inner]
-            env = env | added  # bubblewrap's --setenv only: the supervisor removes it
+            init, added = self._supervisor_argv(status_write, control_read, env, limits)
+        else:
+            # No supervisor: the same script only sets the limits, then becomes the command.
+            init, added = self._supervisor_argv(None, None, env, limits)
+        inner = [*init, "--", *inner]
+        env = env | added  # bubblewrap's --setenv only: the supervisor removes it
         command.pass_fds = tuple(command._child_fds)  # pyright: ignore[reportPrivateUsage]
         if command._forward is not None:  # pyright: ignore[reportPrivateUsage]
             # The relay's end is closed by the relay itself, not with the others.
@@ -417,6 +429,7 @@ class ToolSandbox:
         command.env = dict(_LAUNCHER_ENV)
         command.argv = [
             *bwrap_options(
+                bwrap=_bwrap() or "bwrap",
                 cwd=cwd,
                 writable=(str(home), str(tmp)),
                 readable=[*readable, *_interpreter_paths()],
@@ -424,6 +437,7 @@ class ToolSandbox:
                 env=env,
                 network=network,
                 hide=self.settings.hidden_roots,
+                shm_bytes=limits.shm or None,
             ),
             *seccomp_args,
             "--",
@@ -432,22 +446,28 @@ class ToolSandbox:
         return command
 
     def _supervisor_argv(
-        self, status_fd: int, control_fd: int, env: Mapping[str, str]
+        self,
+        status_fd: int | None,
+        control_fd: int | None,
+        env: Mapping[str, str],
+        limits: ResourceLimits,
     ) -> tuple[list[str], dict[str, str]]:
         """The supervisor's command line up to ``--``, and what it adds to the environment
-        (for itself only: it removes it before it starts the command)."""
+        (for itself only: it removes it before it starts the command). Without descriptors
+        (``None``) it only sets ``limits`` and execs the command."""
+        fds = ["-" if fd is None else str(fd) for fd in (status_fd, control_fd)]
+        spec = limits.spec()
+        syscall = prlimit_syscall()
         perl = _perl() if self._supervisor != "python" else None
-        if perl is None:
+        if perl is None or syscall is None:
             if self._supervisor == "perl":
-                raise SandboxUnavailableError(
-                    "the perl supervisor was asked for: perl is not on PATH"
-                )
-            init = [sys.executable, "-I", "-S", str(_INIT), str(status_fd), str(control_fd)]
-            return init, {}
+                why = "perl is not on PATH" if perl is None else "prlimit64 is not known here"
+                raise SandboxUnavailableError(f"the perl supervisor was asked for: {why}")
+            return [sys.executable, "-I", "-S", str(_INIT), *fds, spec], {}
         # Quiet about a locale the system lacks (else every command's stderr would say so).
         quiet = {} if "PERL_BADLANG" in env else {"PERL_BADLANG": "0"}
         unset = "PERL_BADLANG" if quiet else ""
-        return [perl, str(_INIT_PERL), str(status_fd), str(control_fd), unset], quiet
+        return [perl, str(_INIT_PERL), *fds, unset, f"{syscall}:{spec}"], quiet
 
     def _missing(self, missing: list[str]) -> None:
         what = "; ".join(missing)
@@ -496,83 +516,6 @@ def _interpreter_paths() -> list[str]:
     return sorted(paths)
 
 
-def _under_any(path: str, hidden: Sequence[tuple[str, bool]]) -> bool:
-    return any(path == h or path.startswith(h.rstrip("/") + "/") for h, _ in hidden)
-
-
-def _hidden_paths(home: str | None, hide: Sequence[str] = ()) -> list[tuple[str, bool]]:
-    """Host paths to hide: ``(path, is_dir)`` for those that exist (links are left: hiding
-    their target is enough, and ``/var/run`` is one to ``/run`` on most systems)."""
-    candidates: list[str] = [*_HIDDEN_DIRS, *(os.path.realpath(h) for h in hide)]
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime):
-        candidates.append(runtime)
-    if home and os.path.isabs(home) and home != "/":
-        candidates += [os.path.join(home, name) for name in _HIDDEN_IN_HOME]
-    found: list[tuple[str, bool]] = []
-    for path in candidates:
-        if os.path.islink(path) or not os.path.exists(path):
-            continue
-        found.append((path, os.path.isdir(path)))
-    # Parents before what lies below them: a folder inside one hidden is mounted on top.
-    return sorted(found, key=lambda entry: entry[0].rstrip("/").count("/"))
-
-
-def bwrap_options(
-    *,
-    cwd: str,
-    writable: Sequence[str],
-    readable: Sequence[str],
-    chdir: str,
-    env: Mapping[str, str],
-    network: bool,
-    hide: Sequence[str] = (),
-) -> list[str]:
-    """bubblewrap's command line up to (not including) ``--seccomp`` and ``--``; ``hide``:
-    further folders to hide (what ``readable`` lists below them stays visible)."""
-    options = [
-        _bwrap() or "bwrap",
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-user",
-        "--disable-userns",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-    ]
-    if not network:
-        options.append("--unshare-net")
-    hidden = _hidden_paths(os.environ.get("HOME"), hide)
-    for path, is_dir in hidden:
-        options += ["--tmpfs", path] if is_dir else ["--ro-bind", "/dev/null", path]
-    for path in readable:
-        # Only what a hidden folder covers needs binding (the rest is visible already, and a
-        # link cannot be bound over itself on a read-only file system).
-        if _under_any(path, hidden) and os.path.exists(path) and not os.path.islink(path):
-            options += ["--ro-bind", path, path]
-    for path in (cwd, *writable):
-        options += ["--bind", path, path]
-    # The empty folders are read-only too (the binds inside them stay as they are): a write
-    # to /tmp/x fails as one to /etc/x does, rather than landing in memory.
-    for path, is_dir in hidden:
-        if is_dir:
-            options += ["--remount-ro", path]
-    options += ["--chdir", chdir, "--clearenv"]
-    for name, value in env.items():
-        options += ["--setenv", name, value]
-    return options
-
-
 @functools.cache
 def _probe() -> SandboxMechanisms:
     """Start the policy once around ``true``: bubblewrap missing, or the kernel refusing its
@@ -588,7 +531,13 @@ def _probe() -> SandboxMechanisms:
         return SandboxMechanisms(f"bubblewrap: bwrap is not on PATH; {INSTALL_BWRAP_HINT}")
     with tempfile.TemporaryDirectory(prefix="dsh-probe-") as scratch:
         options = bwrap_options(
-            cwd=scratch, writable=(), readable=(), chdir=scratch, env={}, network=False
+            bwrap=_bwrap() or "bwrap",
+            cwd=scratch,
+            writable=(),
+            readable=(),
+            chdir=scratch,
+            env={},
+            network=False,
         )
         try:
             done = subprocess.run(

@@ -7,6 +7,11 @@ listening socket out, and :class:`LoopbackForward` (a thread of the gate) accept
 connection on it and relays the bytes to ``127.0.0.1:PORT`` of the host — the proxy, chosen by
 the gate. The agent can reach no other address, port or socket, and its base URL stays the
 proxy's own (``http://127.0.0.1:PORT/v1``).
+
+The relay runs in the gate, so what an agent can make it hold is bounded (red team 4 F8): at
+most :data:`MAX_CONNECTIONS` connections are relayed at once (two threads each); past that
+the relay accepts nothing more until one ends, and further connections wait in the listening
+socket's backlog inside the sandbox (:data:`BACKLOG`, the kernel's to bound), never in the gate.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["LoopbackForward"]
+__all__ = ["BACKLOG", "MAX_CONNECTIONS", "LoopbackForward"]
 
 _LISTEN = Path(__file__).with_name("_sandbox_listen.py")
 _CHUNK = 65_536
+MAX_CONNECTIONS = 8
+"""Connections relayed at once per sandbox (an agent's HTTP client keeps a few)."""
+BACKLOG = 8
+"""Connections the sandbox's listening socket queues while the relay is full."""
 
 
 class LoopbackForward:
@@ -43,6 +52,11 @@ class LoopbackForward:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
+        self._relaying = 0  # connections with a pump still running
+        self.peak = 0
+        """The most connections relayed at once so far."""
+        self._freed_read, self._freed_write = os.pipe()  # a connection ended: accept again
+        os.set_blocking(self._freed_write, False)  # a full pipe already says so
         self._server = threading.Thread(target=self._serve, name="dsh-loopback", daemon=True)
         self._server.start()
 
@@ -75,7 +89,7 @@ class LoopbackForward:
             threads = list(self._threads)
         for thread in threads:
             thread.join()
-        for fd in (self._stop_read, self._stop_write):
+        for fd in (self._stop_read, self._stop_write, self._freed_read, self._freed_write):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._ours.close()
@@ -84,6 +98,18 @@ class LoopbackForward:
         """Wait until ``sock`` is readable; ``True`` when asked to stop first."""
         ready, _, _ = select.select([sock, self._stop_read], [], [])
         return self._stop_read in ready
+
+    def _full(self) -> bool:
+        """While :data:`MAX_CONNECTIONS` are relayed, wait for one to end; ``True`` when
+        asked to stop first."""
+        while True:
+            with self._lock:
+                if self._relaying < MAX_CONNECTIONS:
+                    return False
+            ready, _, _ = select.select([self._freed_read, self._stop_read], [], [])
+            if self._stop_read in ready:
+                return True
+            os.read(self._freed_read, 4096)
 
     def _serve(self) -> None:
         if self._stopped(self._ours):
@@ -95,7 +121,7 @@ class LoopbackForward:
         if not fds:
             return  # the helper failed before listening: the agent cannot start either
         with socket.socket(fileno=fds[0]) as listener:
-            while not self._stopped(listener):
+            while not self._full() and not self._stopped(listener):
                 try:
                     inside, _ = listener.accept()
                 except OSError:
@@ -112,7 +138,11 @@ class LoopbackForward:
     def _start(self, source: socket.socket, sink: socket.socket) -> None:
         thread = threading.Thread(target=self._pump, args=(source, sink), daemon=True)
         with self._lock:
+            if source not in self._open and sink not in self._open:  # a new connection
+                self._relaying += 1
+                self.peak = max(self.peak, self._relaying)
             self._open |= {source, sink}
+            self._threads = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)
         thread.start()
 
@@ -128,6 +158,11 @@ class LoopbackForward:
                 sink.shutdown(socket.SHUT_WR)
             with self._lock:
                 self._open.discard(source)
-                if sink not in self._open:
+                ended = sink not in self._open
+                if ended:
                     source.close()
                     sink.close()
+                    self._relaying -= 1
+            if ended:
+                with contextlib.suppress(OSError):
+                    os.write(self._freed_write, b"x")

@@ -14,6 +14,13 @@ therefore checked before any route sees it:
   page may send without a CORS preflight are all refused;
 - a request body is at most :data:`MAX_REQUEST_BYTES` (413 otherwise), declared or streamed:
   the proxy runs inside the gate, and an agent under test must not grow it without limit.
+
+One body's bound is not enough: the hub serves every run of the gate process, so an agent
+opening many connections would still grow the gate by 32 MiB each (red team 4 F8). Each
+route of a hub therefore has a :class:`RouteBudget`: at most :data:`ROUTE_MAX_REQUESTS`
+requests in flight and :data:`ROUTE_MAX_BYTES` of request bodies held at once; past either, a
+request is answered 503 before its body is read (an SDK retries it later). The hub reads no
+body before it knows the route (an unknown one is a 404 unread).
 """
 
 from __future__ import annotations
@@ -24,10 +31,21 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_REQUEST_BYTES", "LocalOnly", "is_loopback_host"]
+__all__ = [
+    "MAX_REQUEST_BYTES",
+    "ROUTE_MAX_BYTES",
+    "ROUTE_MAX_REQUESTS",
+    "LocalOnly",
+    "RouteBudget",
+    "is_loopback_host",
+]
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The largest request body the proxy reads; a chat request with a long context is far below."""
+ROUTE_MAX_REQUESTS = 8
+"""Requests one route (one run) answers at once; an agent makes one or two."""
+ROUTE_MAX_BYTES = 2 * MAX_REQUEST_BYTES
+"""Request body bytes one route holds at once (two requests of the largest size)."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -78,64 +96,149 @@ def _problem(scope: Scope) -> tuple[int, str] | None:
     return None
 
 
-class LocalOnly:
-    """ASGI middleware answering a request from anything but a local program with an error."""
+class RouteBudget:
+    """What one route may hold at once: requests in flight and request body bytes.
 
-    def __init__(self, app: App) -> None:
+    Used from the hub's event loop only (no lock); the counters are read by tests and reports.
+
+    Attributes:
+        requests: requests in flight now.
+        held: body bytes held now (reserved as declared, or as they arrive).
+        peak_held: the most body bytes held at once so far.
+        refused: requests answered 503 for the budget so far.
+    """
+
+    def __init__(self, max_requests: int | None = None, max_bytes: int | None = None) -> None:
+        self.max_requests = ROUTE_MAX_REQUESTS if max_requests is None else max_requests
+        self.max_bytes = ROUTE_MAX_BYTES if max_bytes is None else max_bytes
+        self.requests = 0
+        self.held = 0
+        self.peak_held = 0
+        self.refused = 0
+
+    def reserve(self, size: int) -> bool:
+        """Hold ``size`` more body bytes, unless that would pass the budget."""
+        if self.held + size > self.max_bytes:
+            return False
+        self.held += size
+        self.peak_held = max(self.peak_held, self.held)
+        return True
+
+    async def serve(self, app: App, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run ``app`` for one request within the budget: a request past it is answered 503
+        before its body is read; a ``POST``'s body is read (bounded) and held against the
+        budget until the answer is out."""
+        if self.requests >= self.max_requests:
+            self.refused += 1
+            await _refuse(send, 503, f"this run already has {self.max_requests} requests in flight")
+            return
+        self.requests += 1
+        held = 0
+        try:
+            if scope["method"] == "POST":
+                body, held, problem = await _bounded_body(scope, receive, self)
+                if problem is not None:
+                    if problem[0] == 503:
+                        self.refused += 1
+                    await _refuse(send, *problem)
+                    return
+                receive = _replayed(body, receive)
+            await app(scope, receive, send)
+        finally:
+            self.requests -= 1
+            self.held -= held
+
+
+class LocalOnly:
+    """ASGI middleware answering a request from anything but a local program with an error.
+
+    Args:
+        app: the application behind it.
+        read_body: read and bound a ``POST``'s body here (a single application); ``False``
+            when the application reads it itself within a route's budget (the hub).
+    """
+
+    def __init__(self, app: App, *, read_body: bool = True) -> None:
         self.app = app
+        self.read_body = read_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             problem = _problem(scope)
-            if problem is None and scope["method"] == "POST":
-                body, problem = await _bounded_body(scope, receive)
+            if problem is None and scope["method"] == "POST" and self.read_body:
+                body, _, problem = await _bounded_body(scope, receive, None)
                 receive = _replayed(body, receive)
             if problem is not None:
-                status, message = problem
-                body = json.dumps(
-                    {
-                        "error": {
-                            "message": f"dsh-llm-proxy: {message}",
-                            "type": "dsh_llm_proxy_error",
-                            "code": "refused",
-                        }
-                    }
-                ).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": status,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"x-should-retry", b"false"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, *problem)
                 return
         await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps(
+        {
+            "error": {
+                "message": f"dsh-llm-proxy: {message}",
+                "type": "dsh_llm_proxy_error",
+                "code": "refused",
+            }
+        }
+    ).encode()
+    # Over budget (503) is worth a later retry; nothing else is.
+    retry = [(b"retry-after", b"1")] if status == 503 else [(b"x-should-retry", b"false")]
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *retry,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _too_large() -> tuple[int, str]:
     return 413, f"the request body is over {MAX_REQUEST_BYTES} bytes"
 
 
-async def _bounded_body(scope: Scope, receive: Receive) -> tuple[bytes, tuple[int, str] | None]:
-    """The whole request body, or a 413 as soon as it is known to be over the bound."""
-    declared = dict(scope["headers"]).get(b"content-length", b"0")
-    if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
-        return b"", _too_large()  # refused before a byte of it is read
+def _over_budget(budget: RouteBudget) -> tuple[int, str]:
+    return 503, f"this run already holds {budget.max_bytes} bytes of request bodies"
+
+
+async def _bounded_body(
+    scope: Scope, receive: Receive, budget: RouteBudget | None
+) -> tuple[bytes, int, tuple[int, str] | None]:
+    """The whole request body and the bytes reserved for it in ``budget``, or a 413 as soon
+    as it is known to be over the bound (a 503 past the budget; nothing is then held)."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    size = int(declared) if declared.isdigit() else None
+    if size is not None and size > MAX_REQUEST_BYTES:
+        return b"", 0, _too_large()  # refused before a byte of it is read
+    held = 0
+    if budget is not None and size is not None:
+        if not budget.reserve(size):
+            return b"", 0, _over_budget(budget)  # refused before a byte of it is read
+        held = size
     body = bytearray()
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return bytes(body), None  # the client left: the app sees an empty request
+            return bytes(body), held, None  # the client left: the app sees an empty request
         body += message.get("body", b"")
         if len(body) > MAX_REQUEST_BYTES:
-            return b"", _too_large()
+            if budget is not None:
+                budget.held -= held
+            return b"", 0, _too_large()
+        if budget is not None and len(body) > held:  # streamed (or past its declared size)
+            if not budget.reserve(len(body) - held):
+                budget.held -= held
+                return b"", 0, _over_budget(budget)
+            held = len(body)
         if not message.get("more_body", False):
-            return bytes(body), None
+            return bytes(body), held, None
 
 
 def _replayed(body: bytes, receive: Receive) -> Receive:

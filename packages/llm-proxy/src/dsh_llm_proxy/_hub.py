@@ -7,6 +7,10 @@ at once: a run adds a *route* (its own replay or record engine, its own recordin
 points its agent at the route's base URL, ``http://127.0.0.1:PORT/run/TOKEN/v1``; closing the
 route removes it. The token is random (128 bits): an agent, which learns only its own base
 URL, cannot reach another run's engine; a path without a live token is a 404.
+
+The hub runs inside the gate: each route answers within its own :class:`RouteBudget`
+(requests in flight, request body bytes held), so an agent cannot grow the gate without bound
+(red team 4 F8); no body is read before its route is known.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from dsh_core import DshError, SessionStore
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_llm_proxy._app import Engine, RecordEngine, ReplayEngine, build_app, error_response
-from dsh_llm_proxy._guard import LocalOnly
+from dsh_llm_proxy._guard import LocalOnly, RouteBudget
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._server import empty_recording_store, replay_engine
 from dsh_llm_proxy._serving import ServingThread, loopback_socket
@@ -42,11 +46,18 @@ class ProxyRoute:
     """One run's engine on a :class:`ProxyHub`, until :meth:`close`."""
 
     def __init__(
-        self, hub: ProxyHub, token: str, engine: Engine, store: SessionStore | None
+        self,
+        hub: ProxyHub,
+        token: str,
+        engine: Engine,
+        store: SessionStore | None,
+        budget: RouteBudget,
     ) -> None:
         self._hub = hub
         self.token = token
         self.engine = engine
+        self.budget = budget
+        """What the route holds at once (and has refused); read it for a report."""
         self._store = store
         self._closed = False
 
@@ -110,12 +121,14 @@ class ProxyHub:
     """
 
     def __init__(self, port: int = 0) -> None:
-        self._routes: dict[str, Callable[[Scope, Receive, Send], Awaitable[None]]] = {}
+        self._routes: dict[
+            str, tuple[Callable[[Scope, Receive, Send], Awaitable[None]], RouteBudget]
+        ] = {}
         self._lock = threading.Lock()
         sock = loopback_socket(port)
         self.port: int = sock.getsockname()[1]
         self.serving = ServingThread(
-            LocalOnly(self._dispatch), sock, "dsh-llm-proxy hub", lifespan=False
+            LocalOnly(self._dispatch, read_body=False), sock, "dsh-llm-proxy hub", lifespan=False
         )
 
     def start(self) -> ProxyHub:
@@ -168,24 +181,27 @@ class ProxyHub:
 
     def _add(self, engine: Engine, store: SessionStore | None) -> ProxyRoute:
         token = secrets.token_hex(16)
+        budget = RouteBudget()
         with self._lock:
-            self._routes[token] = build_app(engine)
-        return ProxyRoute(self, token, engine, store)
+            self._routes[token] = (build_app(engine), budget)
+        return ProxyRoute(self, token, engine, store, budget)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; nothing else is served
         path: str = scope["path"]
         token, slash, _ = path.removeprefix(_PREFIX).partition("/")
-        app = self._routes.get(token) if path.startswith(_PREFIX) and slash else None
-        if app is None:
+        route = self._routes.get(token) if path.startswith(_PREFIX) and slash else None
+        if route is None:  # answered without reading the body
             response = error_response(404, f"dsh-llm-proxy: no run is served at {path}", "route")
             await response(scope, receive, send)
             return
+        app, budget = route
         # The run's application sees its own paths (``/v1/chat/completions``), as Starlette's
         # Mount passes them: the prefix moves to root_path.
         prefix = f"{_PREFIX}{token}"
-        await app({**scope, "root_path": scope.get("root_path", "") + prefix}, receive, send)
+        scoped = {**scope, "root_path": scope.get("root_path", "") + prefix}
+        await budget.serve(app, scoped, receive, send)
 
 
 _shared: tuple[int, ProxyHub] | None = None

@@ -8,9 +8,15 @@ transaction per appended batch, a session's writer lock as a PostgreSQL advisory
 configured by ``DSH_POSTGRES_DSN`` or the standard ``PG*`` variables.
 """
 
-from dsh_persistence_postgres._schema import SCHEMA_VERSION
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from dsh_persistence_postgres._settings import PostgresSettings
-from dsh_persistence_postgres._store import PostgresSessionStore
+
+if TYPE_CHECKING:
+    from dsh_persistence_postgres._schema import SCHEMA_VERSION
+    from dsh_persistence_postgres._store import PostgresSessionStore
 
 __all__ = [
     # the store
@@ -19,3 +25,16 @@ __all__ = [
     # where the server is
     "PostgresSettings",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # psycopg (~50 ms of CPU) comes with the store, on first use: looking the installed store
+    # backends up (every gate's default set) loads this package.
+    if name == "PostgresSessionStore":
+        from dsh_persistence_postgres._store import PostgresSessionStore as value  # noqa: PLC0415
+    elif name == "SCHEMA_VERSION":
+        from dsh_persistence_postgres._schema import SCHEMA_VERSION as value  # noqa: PLC0415
+    else:
+        raise AttributeError(f"module 'dsh_persistence_postgres' has no attribute {name!r}")
+    globals()[name] = value  # the next lookup is a plain module attribute
+    return value

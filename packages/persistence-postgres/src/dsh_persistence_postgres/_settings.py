@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 
-import psycopg.conninfo
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -59,6 +58,8 @@ class PostgresSettings(BaseSettings):
     @field_validator("dsn")
     @classmethod
     def _parsable(cls, value: str) -> str:
+        import psycopg.conninfo  # noqa: PLC0415 - psycopg (~50 ms) only when a DSN is given
+
         try:
             psycopg.conninfo.conninfo_to_dict(value)
         except psycopg.ProgrammingError as exc:
@@ -70,6 +71,8 @@ class PostgresSettings(BaseSettings):
 def describe_server(dsn: str) -> str:
     """The server as an error message names it: ``postgresql://user@host:port/db``, from the
     DSN and the ``PG*`` variables as libpq resolves them, never with the password."""
+    import psycopg.conninfo  # noqa: PLC0415 - see _parsable
+
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:

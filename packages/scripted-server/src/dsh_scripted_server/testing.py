@@ -11,7 +11,7 @@ says which profile it tests by overriding ``chat_profile`` (the generic API when
 
     @pytest.fixture
     def chat_profile() -> type[ChatSettings]:
-        return DeepSeekSettings
+        return AcmeSettings  # the profile under test
 
 This module imports pytest (the package does not require it): a conftest imports it, never the
 package's own code.

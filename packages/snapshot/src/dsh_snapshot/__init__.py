@@ -20,7 +20,7 @@ from dsh_core import Deprecated, lazy_exports
 if TYPE_CHECKING:
     from dsh_core import CWD, SESSION_ID, Normalizer, normalize_frames, normalize_log_text
     from dsh_snapshot._agent import AgentError, ScenarioAgent
-    from dsh_snapshot._batch import run_proof, summary_line
+    from dsh_snapshot._batch import run_proof
     from dsh_snapshot._compat import (
         UPSTREAM_ALLOWANCES,
         Allowances,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dsh_snapshot._confine import ConfinementError, copy_workspace
     from dsh_snapshot._diff import Difference, first_difference
     from dsh_snapshot._discover import discover
-    from dsh_snapshot._engine import Selection, run, select
+    from dsh_snapshot._engine import Selection, run, select, summary_line
     from dsh_snapshot._harvest import harvest
     from dsh_snapshot._keyscan import KeyFinding, redact, scan_file, scan_folder, scan_text
     from dsh_snapshot._outcome import write_fixtures
@@ -120,7 +120,7 @@ _HOMES = {
     "AgentError": "dsh_snapshot._agent",
     "ScenarioAgent": "dsh_snapshot._agent",
     "run_proof": "dsh_snapshot._batch",
-    "summary_line": "dsh_snapshot._batch",
+    "summary_line": "dsh_snapshot._engine",
     "UPSTREAM_ALLOWANCES": "dsh_snapshot._compat",
     "Allowances": "dsh_snapshot._compat",
     "TurnSeen": "dsh_snapshot._compat",

@@ -19,7 +19,7 @@ from dsh_core import ProcessConfinement, host_which
 from dsh_snapshot._scenario import Step
 from dsh_snapshot._steps import OPS, AgentError
 
-__all__ = ["AgentError", "ScenarioAgent", "agent_command"]
+__all__ = ["AgentAnsweredError", "AgentError", "ScenarioAgent", "agent_command"]
 
 
 def as_object(value: Any) -> dict[str, Any] | None:
@@ -39,6 +39,11 @@ def agent_command() -> list[str]:
     if found:
         return [found]
     return [sys.executable, "-m", "dsh_acp_agent"]
+
+
+class AgentAnsweredError(AgentError):
+    """The agent answered a step with an error: it is alive and still reads its input (not
+    a timeout or a crash), so it can be asked to exit cleanly."""
 
 
 class ScenarioAgent:
@@ -136,7 +141,15 @@ class ScenarioAgent:
         try:
             yield
         except testing.ResponseError as exc:
-            raise AgentError(f"{exc}; stderr: {self.acp.stderr_tail()}") from None
+            raise AgentAnsweredError(f"{exc}; stderr: {self.acp.stderr_tail()}") from None
+        except testing.DeadlineError as exc:
+            # One line: a long (live) recording meets this; the way out is a larger bound.
+            last = self.acp.stderr_tail().splitlines()[-1]
+            raise AgentError(
+                f"the run took longer than --run-timeout (default 3 x --timeout) while waiting "
+                f"for {exc.waiting_for}; give a long recording more with --run-timeout SECONDS "
+                f"(the agent's stderr ends: {last})"
+            ) from None
         except testing.AgentProcessError as exc:
             raise AgentError(str(exc)) from None
 

@@ -1,8 +1,9 @@
-"""The result table, the summary line, and the proof (two engine runs and their verdict)."""
+"""The result table (with the engine's summary line), and the proof (two engine runs and their
+verdict)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,33 +11,13 @@ from rich.table import Table
 
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_snapshot._discover import BrokenScenario
-from dsh_snapshot._engine import run
+from dsh_snapshot._engine import run, summary_line
 from dsh_snapshot._request_drift import header_summary
 from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._settings import SnapshotSettings
 
-__all__ = ["print_broken", "print_results", "run_proof", "summary_line"]
-
-
-def summary_line(results: Iterable[ScenarioResult], broken: Sequence[BrokenScenario] = ()) -> str:
-    """``9 scenarios (18 runs), 26 sessions, 60 model calls replayed: 18 passed, 0 failed``.
-
-    A malformed scenario counts as a scenario and as one failed row that made no run."""
-    items = list(results)
-    names = {r.scenario.path for r in items}
-    sessions = sum(r.sessions for r in items)
-    calls = sum(r.calls for r in items)
-    passed = sum(1 for r in items if r.ok)
-    lacking = sum(1 for r in items if r.needs)
-    verb = "replayed" if all(r.settings.replaying for r in items) else "made"
-    failed = len(items) - passed - lacking + len(broken)
-    line = (
-        f"{len(names) + len(broken)} scenarios ({len(items)} runs), {sessions} sessions, "
-        f"{calls} model calls {verb}: {passed} passed, {failed} failed"
-    )
-    line += f" ({len(broken)} malformed)" if broken else ""
-    return line + (f", {lacking} need what we lack" if lacking else "")
+__all__ = ["print_broken", "print_results", "run_proof"]
 
 
 def _verdict(result: ScenarioResult) -> str:

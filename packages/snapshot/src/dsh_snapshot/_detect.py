@@ -20,8 +20,11 @@ hashes stay valid.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import re
-from collections.abc import Callable, Iterator
+import sys
+import types
+from collections.abc import Callable, Generator, Iterator
 from functools import cache
 from importlib import import_module
 from typing import Any, cast
@@ -197,14 +200,58 @@ def _keyword_detector() -> Callable[[str], Iterator[str]]:
 Screened = tuple[Any, tuple[tuple[str, Find], ...], tuple[tuple[str, Find], ...]]
 
 
+def _relaxed(pattern: re.Pattern[str]) -> str:
+    """``pattern`` without look-arounds or repetition bounds over 999, as a group with its
+    flags: it matches wherever ``pattern`` does (and more), and RE2 may take it."""
+    source = _BIG_REPEAT.sub(r"{\1,}", _LOOKAROUND.sub("", pattern.pattern))
+    return f"(?i:{source})" if pattern.flags & re.IGNORECASE else f"(?:{source})"
+
+
+class _RequestsOnFirstUse(types.ModuleType):
+    """``requests`` as detect-secrets' plugin modules see it: imported on first use (their
+    ``verify()``, which the scan never calls)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if sys.modules.get("requests") is self:
+            del sys.modules["requests"]
+        return getattr(import_module("requests"), name)
+
+
+@contextlib.contextmanager
+def _requests_not_loaded() -> Generator[None]:
+    """detect-secrets imports ``requests`` for its plugins' ``verify()``, which the scan never
+    calls: ~50 ms of CPU (urllib3, charset_normalizer, http.cookiejar…), a third of a gate's
+    key scan. While the plugins are imported, ``requests`` is a stand-in that imports it on
+    first use; it leaves ``sys.modules`` afterwards, so the rest of the process imports the
+    real one as usual. (The standard library's ``LazyLoader`` does not do: an ``import``
+    statement reads the module's ``__spec__``, which loads it.)"""
+    spec = None if "requests" in sys.modules else importlib.util.find_spec("requests")
+    if spec is None:
+        yield
+        return
+    stand_in = _RequestsOnFirstUse("requests")
+    stand_in.__spec__ = spec  # what an import statement reads: present, not initialising
+    sys.modules["requests"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+
+
 @cache
-def _built() -> tuple[tuple[Detector, ...], Screened]:
+def _built() -> tuple[tuple[Detector, ...], tuple[str, ...], tuple[tuple[str, Find], ...]]:
+    """The detectors, the RE2 sources the screen is made of, and what the screen cannot
+    stand for."""
+    with _requests_not_loaded():
+        plugins = [
+            (name, getattr(import_module(f"detect_secrets.plugins.{module}"), name)())
+            for module, name in (dotted.rsplit(".", 1) for dotted in _PLUGINS)
+        ]
     out: list[Detector] = []
     table: list[tuple[str, Find, Find]] = []
     sources: list[str] = []
-    for dotted in _PLUGINS:
-        module, name = dotted.rsplit(".", 1)
-        plugin = getattr(import_module(f"detect_secrets.plugins.{module}"), name)()
+    for name, plugin in plugins:
         kind = f"{plugin.secret_type} (detect-secrets)"
         if name == "KeywordDetector":
             find = unscreened = _keyword_detector()
@@ -220,12 +267,8 @@ def _built() -> tuple[tuple[Detector, ...], Screened]:
             sources += screened_sources
         out.append((kind, find))
         table.append((kind, find, unscreened))
-    try:
-        screen: Any = linear_regex("|".join(sources)) if sources else None
-    except ValueError:  # too big for RE2's budget: every detector runs on every text
-        screen = None
     rest = tuple((kind, unscreened) for kind, _, unscreened in table if unscreened is not _nothing)
-    return tuple(out), (screen, tuple(out), rest)
+    return tuple(out), tuple(sources), rest
 
 
 def detectors() -> tuple[Detector, ...]:
@@ -233,15 +276,25 @@ def detectors() -> tuple[Detector, ...]:
     return _built()[0]
 
 
-def screened() -> Screened:
+@cache
+def screened(extra: tuple[re.Pattern[str], ...] = ()) -> Screened:
     """``(screen, every, rest)``: ``screen`` (one RE2 alternation of every regex detector's
-    RE2 patterns, or ``None``) matches somewhere in a text whenever any of those patterns
-    does, or any word the keyword detector starts from; ``every`` is :func:`detectors`;
-    ``rest`` is what must still run where the screen finds nothing, in the same order (the
-    Python-engine patterns whose relaxed form RE2 does not take). One screen search instead
-    of ~30 RE2 calls and the keyword search per text: most texts a scan reads hold no
-    key-shaped value at all."""
-    return _built()[1]
+    RE2 patterns and of ``extra``'s relaxed forms, or ``None``) matches somewhere in a text
+    whenever any of those patterns does, or any word the keyword detector starts from;
+    ``every`` is :func:`detectors`; ``rest`` is what must still run where the screen finds
+    nothing, in the same order (the Python-engine patterns whose relaxed form RE2 does not
+    take). One screen search instead of ~30 RE2 calls, the keyword search and ``extra``'s
+    searches per text: most texts a scan reads hold no key-shaped value at all.
+
+    The screen is multi-line (``^`` and ``$`` match at every "\n"): over lines joined by
+    "\n" it matches wherever it matches in one of the lines (``_keyscan._quiet``).
+    """
+    every, sources, rest = _built()
+    try:
+        screen: Any = linear_regex("(?m)" + "|".join([*map(_relaxed, extra), *sources]))
+    except ValueError:  # too big for RE2's budget: every detector runs on every text
+        screen = None
+    return screen, every, rest
 
 
 def python_fallbacks() -> tuple[str, ...]:

@@ -36,20 +36,62 @@ DOTENV = ".env"
 _MAX_DOTENV = 64 * 1024
 
 
+def _work_tree(folder: Path) -> Path | None:
+    """The nearest directory at or above ``folder`` holding a ``.git`` entry (not a link).
+
+    Found by us, not by git: git's own discovery also takes a folder holding ``HEAD``,
+    ``objects/`` and ``refs/`` for a *bare repository* and reads its ``config`` — ordinary
+    files a pull request can commit into a scenario, whose ``core.fsmonitor`` git then runs
+    on the host. A ``.git`` entry cannot arrive through git (it refuses that path name).
+    """
+    for candidate in (folder, *folder.parents):
+        try:
+            mode = os.lstat(candidate / ".git").st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+            return candidate
+    return None
+
+
+# What git may take from a repository's configuration that runs a program or reads outside
+# it; pinned off on the command line, which wins over every configuration file.
+_GIT_PINS = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "safe.bareRepository=explicit",
+    "-c", "core.untrackedCache=false",
+)  # fmt: skip
+
+
 def run_git(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
-    """``git -C folder ARGS``, or ``None`` when git is missing, fails to start or hangs.
+    """``git ARGS`` in the work tree around ``folder``, or ``None`` (no git, no work tree,
+    git fails to start or hangs).
 
     git is found in absolute ``PATH`` entries only and started from ``/``: with a relative
     entry (``./node_modules/.bin``) and the scenario folder as the current directory, a
-    ``git`` the pull request committed there would run on the host.
+    ``git`` the pull request committed there would run on the host. The repository is named
+    to git (``GIT_DIR``/``GIT_WORK_TREE``), never discovered by it, and no system
+    configuration or configuration program is taken.
     """
     git = host_which("git")
-    if git is None:
+    top = _work_tree(folder.absolute())
+    if git is None or top is None:
         return None
+    env = {
+        **os.environ,
+        "GIT_DIR": str(top / ".git"),
+        "GIT_WORK_TREE": str(top),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_OPTIONAL_LOCKS": "0",  # a read never writes the index
+    }
+    for name in ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF", "GIT_PAGER"):
+        env.pop(name, None)
     try:
         return subprocess.run(
-            [git, "-C", str(folder), *args],
+            [git, *_GIT_PINS, "-C", str(folder), *args],
             cwd="/",
+            env=env,
             capture_output=True,
             check=False,
             timeout=10,

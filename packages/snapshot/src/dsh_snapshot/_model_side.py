@@ -30,7 +30,7 @@ from dsh_acp_agent.testing import agent_environment
 from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ProcessConfinement, ScenarioFiles, SessionLog
 from dsh_core.plugins import store_backend
 from dsh_llm_replay import ReplaySettings
-from dsh_snapshot._agent import AgentError, ScenarioAgent, agent_command
+from dsh_snapshot._agent import AgentAnsweredError, AgentError, ScenarioAgent, agent_command
 from dsh_snapshot._determinism import clock_command
 from dsh_snapshot._foreign import ForeignAgent, ForeignModel, foreign_model, normalised_ids
 from dsh_snapshot._harvest import harvest_logs
@@ -191,22 +191,33 @@ class OurAgent:
         env = {**run.env, **self.model.env(stack, run), **dict(settings.agent_env)}
         # A scenario must not depend on what the caller exported; a replay never sees a key.
         agent_env = agent_environment(env)
-        clock = run.scenario.meta.clock if run.scenario.meta is not None else None
-        if clock is not None:
-            # A fixed clock preloads libfaketime: a fresh interpreter, never a warm fork (a
-            # forked child keeps its parent's clock).
-            command = clock_command(clock, agent_command())
-            return ScenarioAgent(
-                run.cwd, agent_env, settings.timeout, command=command, deadline=run.deadline
-            )
-        # The warm agent confines itself after its fork: a replay's model is a file, so it
-        # gets no network at all; a server store must still be reached (TCP or its socket).
+        # Our agent confines itself (after its fork, or through the launcher of a fresh
+        # interpreter): a replay's model is a file, so it gets no network at all; a server
+        # store must still be reached (TCP or its socket). It writes only in the run's temp
+        # dir (cwd, sessions, TMPDIR, the replay report) and reads the scenario folder,
+        # nothing else of the checkout.
         embedded = store_backend(run.store).embedded
         confinement = ProcessConfinement(
             network=self.model.network or not embedded,
             unix_sockets=not embedded,
             mode=run.sandbox_mode,
+            writable=(str(run.tmp),),
+            readable=(str(run.scenario.path.resolve()),),
+            hide=tuple(run.hidden),
         )
+        clock = run.scenario.meta.clock if run.scenario.meta is not None else None
+        if clock is not None:
+            # A fixed clock preloads libfaketime: a fresh interpreter, never a warm fork (a
+            # forked child keeps its parent's clock); confined by the same plan all the same.
+            command = clock_command(clock, agent_command())
+            return ScenarioAgent(
+                run.cwd,
+                agent_env,
+                settings.timeout,
+                command=command,
+                confinement=confinement,
+                deadline=run.deadline,
+            )
         server = stack.enter_context(run.agents.lease()) if run.agents is not None else None
         return ScenarioAgent(
             run.cwd,
@@ -218,8 +229,8 @@ class OurAgent:
         )
 
     def stopped(self, error: AgentError, agent: ScenarioAgent) -> AgentError:
-        if self.report is None:
-            return error
+        if self.report is None or not isinstance(error, AgentAnsweredError):
+            return error  # a hung or crashed agent is not waited for again
         # A drift before the step failed (a call more than recorded) is what accept must
         # name: the agent's replay report says, once it has exited.
         drift = drift_after_stop(agent.finish, self.report)

@@ -1,8 +1,9 @@
-"""``record``: preflight, the expectation retry loop, progress and the cost table.
+"""``record``: the expectation retry loop, progress and the cost table.
 
-A live record first asks the endpoint which models it serves (one ``GET /models``): a rejected
-key, an empty balance, an unreachable endpoint or an unserved model stop the run there, in one
-line, before any scenario has started or anything is written. Each scenario is then recorded;
+A live record first passes the engine's preflight (:func:`dsh_snapshot._engine.record_preflight`,
+shared with the pytest plugin): a rejected key, an empty balance, an unreachable endpoint or an
+unserved model stop the run there, in one line, before any scenario has started or anything is
+written. Each scenario is then recorded;
 a live recording that misses its ``expect:`` is recorded again by the engine
 (:func:`dsh_snapshot.run`), up to ``retries`` more times, and a scenario that still misses fails
 with what was expected and what came, its committed fixtures untouched (the runner writes only
@@ -29,17 +30,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from dsh_snapshot._batch import summary_line
-from dsh_snapshot._engine import run, will_retry
+from dsh_snapshot._engine import run, summary_line, will_retry
 from dsh_snapshot._keep_answers import kept_answers_note
-from dsh_snapshot._live import live_provider
-from dsh_snapshot._live import preflight_problem as provider_preflight
 from dsh_snapshot._provenance import Usage
 from dsh_snapshot._runner import ScenarioResult
 from dsh_snapshot._scenario import Scenario
 from dsh_snapshot._settings import SnapshotSettings
 
-__all__ = ["RecordRun", "RecordSettings", "preflight_problem", "print_record_summary", "record_all"]
+__all__ = ["RecordRun", "RecordSettings", "print_record_summary", "record_all"]
 
 
 class RecordSettings(BaseSettings):
@@ -67,12 +65,6 @@ class RecordRun:
     def retries(self) -> int:
         """Attempts after the first."""
         return self.result.attempts - 1
-
-
-def preflight_problem() -> str | None:
-    """Run the live provider's endpoint preflight (``DSH_RECORD_PROVIDER``, its own settings);
-    the one-line reason to stop, or ``None`` when the endpoint serves the configured model."""
-    return provider_preflight(live_provider())
 
 
 def _stats(usage: Usage) -> str:

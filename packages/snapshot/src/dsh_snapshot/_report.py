@@ -18,9 +18,9 @@ from typing import Any, cast
 from rich.console import Console
 
 from dsh_core import DshError, ScenarioFiles, dumps_line
-from dsh_snapshot._batch import summary_line
 from dsh_snapshot._diff import Difference
 from dsh_snapshot._discover import BrokenScenario
+from dsh_snapshot._engine import summary_line
 from dsh_snapshot._fsafe import write_user_file
 from dsh_snapshot._harvest import expected_fixtures
 from dsh_snapshot._html import page, tree_html

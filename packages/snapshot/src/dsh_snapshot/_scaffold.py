@@ -18,12 +18,13 @@ import os
 import re
 import shlex
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from dsh_core import LoopProfile, ScenarioFiles
-from dsh_snapshot._discover import scenario_folders
+from dsh_snapshot._discover import scenario_folders, scenario_root
 from dsh_snapshot._foreign import ForeignAgent
 from dsh_snapshot._fsafe import ConfinedPathError, write_bytes, write_user_file
 from dsh_snapshot._scenario import ScenarioError, is_upstream_recording
@@ -117,15 +118,23 @@ def scaffold_scenario(name: str, parent: Path, foreign: ForeignAgent | None = No
     return folder
 
 
-def mark_scripted(paths: Iterable[Path]) -> list[Path]:
+def mark_scripted(paths: Iterable[Path], timeout: float | None = None) -> list[Path]:
     """Give each scenario folder at or below ``paths`` that has neither ``snapshot.yml`` nor
     upstream's golden stdout a ``snapshot.yml`` marking it ``scripted`` (``record --scripted``
-    makes the folder ours); return the files written. Upstream folders are left alone."""
+    makes the folder ours); return the files written. Upstream folders are left alone.
+
+    The walk is discovery's: a given path that is or passes through a link is not entered (the
+    selection that follows names it), and it ends within ``timeout`` seconds.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
     written: list[Path] = []
     for path in paths:
-        if not path.is_dir():
-            continue  # discover names the bad path
-        for folder in scenario_folders(path.resolve()):
+        try:
+            root = scenario_root(path)
+            folders = list(scenario_folders(root, deadline)) if root.is_dir() else []
+        except ScenarioError:  # DiscoveryTimeoutError too
+            continue  # discovery names the bad path, or the timeout, in one line
+        for folder in folders:
             # lexists: a snapshot.yml link (even dangling) is never written through.
             if os.path.lexists(folder / ScenarioFiles.META) or is_upstream_recording(folder):
                 continue

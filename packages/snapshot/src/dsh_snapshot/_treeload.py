@@ -11,6 +11,7 @@ order; a fork child's first ``seedLength`` events are marked inherited.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -75,9 +76,20 @@ def find_recordings(path: Path) -> list[tuple[Path, RecordingKind]]:
         if _is_proxy_root(current):
             found.append((current, "proxy"))
             return
-        for entry in sorted(current.iterdir()):
-            if entry.is_dir() and not entry.name.startswith("."):
-                visit(entry)
+        # As discovery walks: a directory link is never entered (a checkout's link must not
+        # make show print another tree's recordings, nor loop), and an unreadable entry is
+        # passed over rather than ending the whole listing.
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                below = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if below and not entry.name.startswith("."):
+                visit(Path(entry.path))
 
     visit(folder)
     if not found:

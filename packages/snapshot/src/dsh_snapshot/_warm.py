@@ -1,4 +1,4 @@
-"""Warm agents for a batch of runs: one fork server per worker, started on first use.
+"""Warm agents for a batch of runs: one fork server, one lane of it per worker, on first use.
 
 A cold run starts a fresh interpreter that imports the whole agent; a warm run forks a fresh
 process from a server that has imported it once (:class:`dsh_acp_agent.AgentForkServer`).
@@ -28,12 +28,17 @@ def cold_by_default() -> bool:
 
 
 class WarmAgents:
-    """Up to ``size`` fork servers, each lent to one run at a time.
+    """Up to ``size`` lanes of one fork server, each lent to one run at a time.
+
+    One interpreter imports the agent whatever ``size`` is (a server per worker cost a few
+    hundred ms of CPU each); each lane runs one child at a time, the lanes run theirs at once
+    (:meth:`dsh_acp_agent.AgentForkServer.lane`). A server found dead is replaced by a new
+    one on the next lease.
 
     Args:
-        size: how many runs may hold a server at once (the number of worker threads).
-        start_timeout: seconds a server may take to import the agent.
-        stores: the store backends the runs open, imported once by each server (default:
+        size: how many runs may hold a lane at once (the number of worker threads).
+        start_timeout: seconds the server may take to import the agent (and to open a lane).
+        stores: the store backends the runs open, imported once by the server (default:
             every installed one).
     """
 
@@ -44,17 +49,19 @@ class WarmAgents:
         self._start_timeout = start_timeout
         self._stores = None if stores is None else tuple(stores)
         self._idle: queue.SimpleQueue[AgentForkServer] = queue.SimpleQueue()
-        self._all: list[AgentForkServer] = []
-        self._count = 0  # servers started or starting
+        self._all: list[AgentForkServer] = []  # the lanes lent or idle
+        self._servers: list[AgentForkServer] = []  # every server started; the last one serves
+        self._count = 0  # lanes open or opening
         self._lock = threading.Lock()
+        self._starting = threading.Lock()  # one server start at a time; lanes wait for it
         self._closed = False
 
     @contextlib.contextmanager
     def lease(self) -> Generator[AgentForkServer, None, None]:
-        """A server for one run; it goes back to the pool afterwards unless it broke.
+        """A lane for one run; it goes back to the pool afterwards unless it broke.
 
         Raises:
-            ForkServerError: a server could not be started.
+            ForkServerError: the server could not be started or open a lane.
         """
         server = self._take()
         broken = False
@@ -82,9 +89,9 @@ class WarmAgents:
             start = self._count < self._size
             self._count += start
         if not start:
-            return self._idle.get()  # every server exists: wait for one to come back
+            return self._idle.get()  # every lane exists: wait for one to come back
         try:
-            server = AgentForkServer(self._start_timeout, stores=self._stores)
+            server = self._open_lane()
         except BaseException:
             with self._lock:
                 self._count -= 1
@@ -92,6 +99,20 @@ class WarmAgents:
         with self._lock:
             self._all.append(server)
         return server
+
+    def _open_lane(self) -> AgentForkServer:
+        with self._starting:
+            server = self._servers[-1] if self._servers else None
+            if server is None or server.process.poll() is not None:
+                server = AgentForkServer(self._start_timeout, stores=self._stores)
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._servers.append(server)
+                if closed:  # closed while this server started: nobody would stop it
+                    server.close()
+                    raise ForkServerError("the warm agents are closed")
+            return server.lane(self._start_timeout)
 
     def _discard(self, server: AgentForkServer) -> None:
         with self._lock:
@@ -101,11 +122,12 @@ class WarmAgents:
         server.close()
 
     def close(self) -> None:
-        """Stop every server (idempotent)."""
+        """Close every lane and stop every server (idempotent)."""
         with self._lock:
             self._closed = True
-            servers, self._all = self._all, []
-        for server in servers:
+            lanes, self._all = self._all, []
+            servers, self._servers = self._servers, []
+        for server in [*lanes, *servers]:
             server.close()
 
     def __enter__(self) -> WarmAgents:

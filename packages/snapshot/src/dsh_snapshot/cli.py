@@ -20,7 +20,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
-from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -28,13 +27,11 @@ from rich.table import Table
 from dsh_core.plugins import PluginError, default_store_backend_names, store_backend_names
 from dsh_snapshot._batch import print_broken, print_results, run_proof
 from dsh_snapshot._discover import BrokenScenario
-from dsh_snapshot._dotenv import key_destination
-from dsh_snapshot._engine import Selection, run, select
+from dsh_snapshot._engine import Selection, record_key, record_preflight, run, select
 from dsh_snapshot._export import add_export_parser, run_export
 from dsh_snapshot._foreign import ForeignAgent, add_agent_arguments, agent_from_arguments
 from dsh_snapshot._fsafe import ConfinedPathError
-from dsh_snapshot._live import key_name, live_provider
-from dsh_snapshot._record import RecordSettings, preflight_problem, print_record_summary, record_all
+from dsh_snapshot._record import RecordSettings, print_record_summary, record_all
 from dsh_snapshot._report import add_report_argument, write_report_if_asked
 from dsh_snapshot._review import REVIEW_COMMANDS, no_scenarios_message, review_command
 from dsh_snapshot._safeout import safe_console, safe_output
@@ -222,18 +219,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def record_key() -> str | None:
-    """The live provider's key (its settings' ``api_key`` variable, see
-    ``DSH_RECORD_PROVIDER``) after reading the keys of an untracked ``./.env`` (record mode is
-    the only caller; ``_dotenv`` says what is ignored and why)."""
-    from dsh_snapshot._dotenv import load_keys  # noqa: PLC0415 - .env is read in record mode only
-
-    load_keys(Path.cwd())
-    name = key_name(live_provider())
-    key = os.environ.get(name, "").strip() if name is not None else "no key needed"
-    return key or None
-
-
 def _list(
     console: Console,
     scenarios: Sequence[Scenario],
@@ -283,30 +268,25 @@ def _list(
 def _record(console: Console, scenarios: Sequence[Scenario], settings: SnapshotSettings) -> int:
     if settings.mode == "record":
         try:
-            live_provider()
+            preflight = record_preflight(lambda line: print(f"dsh-snapshot record: {line}"))
         except PluginError as exc:  # DSH_RECORD_PROVIDER names nothing usable
             print(f"dsh-snapshot record: {exc}", file=sys.stderr)
             return _EXIT_USAGE
-        api_key = record_key()
-        if api_key is None:
+        if preflight.skipped is not None:
             print(
-                f"dsh-snapshot record: skipped: no {key_name(live_provider())} in the environment "
-                "or ./.env (use `dsh-snapshot record --scripted` to record keylessly)"
+                f"dsh-snapshot record: {preflight.skipped} "
+                "(use `dsh-snapshot record --scripted` to record keylessly)"
             )
             return 0
-        host = key_destination(live_provider())
-        if host is not None:
-            print(f"dsh-snapshot record: {key_name(live_provider())} is sent to {host} only")
-        problem = preflight_problem()
-        if problem is not None:
+        if preflight.stopped is not None:
             console.print(
-                f"dsh-snapshot record: stopped before any scenario, nothing written: {problem}",
+                f"dsh-snapshot record: {preflight.stopped}",
                 highlight=False,
                 markup=False,
                 soft_wrap=True,
             )
             return _EXIT_FAILED
-        settings = settings.model_copy(update={"api_key": SecretStr(api_key)})
+        settings = preflight.settings(settings)
     runs = record_all(console, scenarios, settings)
     print_record_summary(console, runs)
     return 0 if all(r.result.ok for r in runs) else 1
@@ -365,7 +345,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return run_export(cast(Path, args.path), cast(Path, args.out))
     settings = _settings(args)
     if settings.mode == "record-scripted":
-        mark_scripted(list(settings.paths))  # record --scripted makes a folder ours
+        mark_scripted(settings.paths, settings.timeout)  # record --scripted: the folder is ours
     try:
         selection = select(settings)
     except ScenarioError as exc:

@@ -15,13 +15,18 @@ The mode comes from ``DSH_SNAPSHOT`` (``replay`` by default, ``refresh``, ``reco
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+
+if TYPE_CHECKING:  # the plugin imports the engine only when a gate runs
+    from dsh_snapshot._engine import RecordPreflight
+    from dsh_snapshot._result import Verdict
 
 __all__ = ["ScenarioFolder", "ScenarioItem", "ScenarioTree"]
 
@@ -86,23 +91,21 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     return tree.collector(path, parent)
 
 
-def _inifile_in_the_tree(config: pytest.Config) -> Path | None:
-    """The configuration file pytest found by itself inside a scenario path it was given (a
+def _inifile_in_the_tree(config: pytest.Config, roots: _ScenarioRoots) -> Path | None:
+    """The configuration file pytest found by itself inside one of the scenario ``roots`` (a
     ``snapshots/pytest.ini`` of a pull request, whose ``addopts`` could deselect a failing
     scenario: red team F13), or ``None``; a file named with ``-c`` is the user's choice."""
     inipath = config.inipath
     if inipath is None or config.option.inifilename:
         return None
-    for arg in config.args:
-        root = Path(arg).resolve()
-        if root.is_dir() and root in inipath.resolve().parents:
-            return inipath
-    return None
+    real = inipath.resolve()
+    return inipath if any(root in real.parents for root in roots.roots) else None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dsh_snapshots"):
-        found = _inifile_in_the_tree(config)
+        roots = _ScenarioRoots(config)
+        found = _inifile_in_the_tree(config, roots)
         if found is not None:
             raise pytest.UsageError(
                 f"pytest took its configuration from {found}, a file inside the scenario tree "
@@ -111,7 +114,6 @@ def pytest_configure(config: pytest.Config) -> None:
         mode = os.environ.get("DSH_SNAPSHOT", "replay")
         if mode not in _MODES:
             raise pytest.UsageError(f"DSH_SNAPSHOT={mode!r}: choose one of {', '.join(_MODES)}")
-        roots = _ScenarioRoots(config)
         config.pluginmanager.register(roots, _TREE)
         config.pluginmanager.register(_Summary(), "dsh-snapshot-summary")
         for old in _OLD_STORE_OPTIONS:
@@ -231,35 +233,32 @@ class _WarmPool:
 
 
 class _Summary:
-    """Counts runs, sessions and replayed calls; prints the gate's summary line at the end.
+    """Adds up every run into the engine's :class:`~dsh_snapshot._engine.Tally` and prints its
+    summary line at the end, as the CLI does.
 
     ``pytest_runtest_logreport`` runs in the controller under xdist too (with each report's
     ``user_properties``), so the summary covers every worker.
     """
 
     def __init__(self) -> None:
-        self.scenarios: set[str] = set()
-        self.runs = self.sessions = self.calls = self.passed = self.failed = 0
+        from dsh_snapshot._engine import Tally  # noqa: PLC0415 - keep the plugin inert and cheap
+
+        self.tally = Tally()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        if report.when != "call" or "sessions" not in props:
+        if report.when != "call" or "verdict" not in props:
             return
-        self.runs += 1
-        self.scenarios.add(report.nodeid.split("::", 1)[0])
-        self.sessions += int(str(props["sessions"]))
-        self.calls += int(str(props["calls_replayed"]))
-        if report.passed:
-            self.passed += 1
-        else:
-            self.failed += 1
+        self.tally.add(
+            report.nodeid.split("::", 1)[0],
+            cast("Verdict", props["verdict"]),  # set by ScenarioItem
+            int(str(props["sessions"])),
+            int(str(props["calls_replayed"])),
+            props.get("mode") in ("replay", "refresh"),
+        )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminalreporter.write_line(
-            f"dsh-snapshot: {len(self.scenarios)} scenarios ({self.runs} runs), {self.sessions} "
-            f"sessions, {self.calls} model calls replayed: {self.passed} passed, "
-            f"{self.failed} failed"
-        )
+        terminalreporter.write_line(f"dsh-snapshot: {self.tally.line()}")
 
 
 class ScenarioFolder(pytest.Directory):
@@ -310,17 +309,34 @@ def _chosen_stores(config: pytest.Config) -> list[str]:
     return [c.strip() for c in str(text or "").split(",") if c.strip()]
 
 
-_PREFLIGHT: list[str | None] = []
+_PREFLIGHT: list[RecordPreflight] = []
 
 
-def _preflight_once() -> None:
-    """A live record checks the endpoint once per process before its first scenario."""
+def _record_preflight(config: pytest.Config) -> RecordPreflight:
+    """The engine's record preflight, once per process before its first recording (as the
+    CLI runs it once per batch): skip without a key, stop the session when the endpoint
+    refuses; the preflight, whose key the run records with."""
     if not _PREFLIGHT:
-        from dsh_snapshot._record import preflight_problem  # noqa: PLC0415 - record mode only
+        from dsh_core.plugins import PluginError  # noqa: PLC0415 - record mode only
+        from dsh_snapshot._engine import record_preflight  # noqa: PLC0415 - ditto
 
-        _PREFLIGHT.append(preflight_problem())
-    if _PREFLIGHT[0] is not None:
-        pytest.exit(f"record: stopped before any scenario, nothing written: {_PREFLIGHT[0]}", 1)
+        capture = config.pluginmanager.get_plugin("capturemanager")
+
+        def tell(line: str) -> None:
+            # Past pytest's capture: the user reads it before the key is first sent.
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                print(f"record: {line}", file=sys.stderr)
+
+        try:
+            _PREFLIGHT.append(record_preflight(tell))
+        except PluginError as exc:  # DSH_RECORD_PROVIDER names nothing usable
+            pytest.exit(f"record: {exc}", pytest.ExitCode.USAGE_ERROR)
+    preflight = _PREFLIGHT[0]
+    if preflight.skipped is not None:
+        pytest.skip(f"record: {preflight.skipped}")
+    if preflight.stopped is not None:
+        pytest.exit(f"record: {preflight.stopped}", 1)
+    return preflight
 
 
 class ScenarioItem(pytest.Item):
@@ -336,16 +352,7 @@ class ScenarioItem(pytest.Item):
         from dsh_snapshot._engine import run  # noqa: PLC0415 - keep the plugin inert and cheap
         from dsh_snapshot._settings import SnapshotSettings  # noqa: PLC0415 - ditto
 
-        api_key = None
-        if self.mode == "record":
-            from dsh_snapshot.cli import record_key  # noqa: PLC0415 - keep the plugin inert and cheap
-
-            api_key = record_key()
-            if api_key is None:
-                from dsh_snapshot._live import key_name, live_provider  # noqa: PLC0415 - record only
-
-                pytest.skip(f"record: no {key_name(live_provider())} in the environment or ./.env")
-            _preflight_once()
+        preflight = _record_preflight(self.config) if self.mode == "record" else None
         pool = self.config.pluginmanager.get_plugin(_WARM_POOL)
         assert isinstance(pool, _WarmPool)  # registered with --dsh-snapshots, as this item is
         # One item is one engine run of one scenario with one backend; pytest-xdist is the
@@ -356,14 +363,16 @@ class ScenarioItem(pytest.Item):
                 "stores": (self.store,),
                 "timeout": float(str(self.config.getoption("dsh_timeout"))),
                 "cold": pool.cold,
-                "api_key": api_key,
             }
         )
+        if preflight is not None:
+            settings = preflight.settings(settings)
         [result] = run(settings, [self.scenario], agents=pool.agents())
         self.user_properties.append(("agent", "fresh interpreter" if pool.cold else "forked"))
         self.user_properties.append(("sessions", result.sessions))
         self.user_properties.append(("calls_replayed", result.calls))
         self.user_properties.append(("verdict", result.verdict))
+        self.user_properties.append(("mode", self.mode))
         # The CLI's verdict, whichever shard runs it: a scenario that needs what we lack was
         # not run, and that is never a pass (nor a skip, which a gate reads as one).
         if result.verdict != "pass":

@@ -13,6 +13,7 @@ from dsh_acp_agent.testing._process import (
     AgentProcess,
     AgentProcessError,
     AgentRun,
+    DeadlineError,
     ResponseError,
     agent_environment,
 )
@@ -22,6 +23,7 @@ __all__ = [
     # the driver and what it raises
     "AgentProcess",
     "AgentProcessError",
+    "DeadlineError",
     "ResponseError",
     "agent_environment",
     # a workspace and sessions root around one agent

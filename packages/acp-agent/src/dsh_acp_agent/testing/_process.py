@@ -17,7 +17,13 @@ from types import TracebackType
 from typing import Any, cast
 
 from dsh_acp_agent._forkserver import AgentForkServer, ForkedAgent
-from dsh_core import ALLOW_MODEL_REQUESTS_ENV, ProcessConfinement, SessionLog, read_log_text
+from dsh_core import (
+    ALLOW_MODEL_REQUESTS_ENV,
+    ProcessConfinement,
+    SessionLog,
+    confined_command,
+    read_log_text,
+)
 from dsh_core.plugins import (
     DEFAULT_STORE_BACKEND,
     model_env_prefixes,
@@ -25,7 +31,14 @@ from dsh_core.plugins import (
     store_env_prefixes,
 )
 
-__all__ = ["AgentProcess", "AgentProcessError", "AgentRun", "ResponseError", "agent_environment"]
+__all__ = [
+    "AgentProcess",
+    "AgentProcessError",
+    "AgentRun",
+    "DeadlineError",
+    "ResponseError",
+    "agent_environment",
+]
 
 JsonObject = dict[str, Any]
 
@@ -40,6 +53,21 @@ STDERR_KEPT_BYTES = 256 * 1024
 
 class AgentProcessError(AssertionError):
     """The agent process misbehaved: no frame in time, stdout closed early, no exit in time."""
+
+
+class DeadlineError(AgentProcessError):
+    """The run's deadline (``AgentProcess.deadline``) passed while the agent was still working.
+
+    Attributes:
+        waiting_for: what was being waited for.
+    """
+
+    def __init__(self, waiting_for: str, stderr_tail: str) -> None:
+        super().__init__(
+            f"the run reached its deadline while waiting for {waiting_for} (the agent kept "
+            f"speaking, never finishing); stderr: {stderr_tail}"
+        )
+        self.waiting_for = waiting_for
 
 
 class ResponseError(AssertionError):
@@ -95,8 +123,10 @@ class AgentProcess:
             fresh interpreter (see :class:`dsh_acp_agent.AgentForkServer`).
         pass_fds: descriptors the process inherits (a sandbox's, see
             :class:`dsh_core.ConfinedCommand`).
-        confinement: how a forked child confines itself (see
-            :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``).
+        confinement: how the agent confines itself: a forked child after the fork (see
+            :meth:`dsh_acp_agent.AgentForkServer.spawn`; its default when ``None``), a fresh
+            interpreter through the launcher of :func:`dsh_core.confined_command` before it
+            starts (unconfined when ``None``).
         deadline: ``time.monotonic()`` by which everything must be over, however often the
             agent speaks (each wait is cut to it; past it a wait fails); ``None``: no bound
             but the per-wait ones.
@@ -151,6 +181,10 @@ class AgentProcess:
                 cwd, env, timeout=max(timeout, start_timeout), confinement=confinement
             )
         else:
+            if confinement is not None:
+                # Cold: the same confinement as a forked child's, by a launcher that applies
+                # it and then execs the agent.
+                argv = confined_command(confinement, argv, str(cwd), env)
             self.process = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
@@ -266,10 +300,7 @@ class AgentProcess:
             return wait
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise AgentProcessError(
-                f"the run reached its deadline while waiting for {waiting_for} (the agent kept "
-                f"speaking, never finishing); stderr: {self.stderr_tail()}"
-            )
+            raise DeadlineError(waiting_for, self.stderr_tail())
         return min(wait, left)
 
     def _next_frame(self, waiting_for: str) -> JsonObject:
