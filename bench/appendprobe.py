@@ -285,8 +285,9 @@ def append_lines(results: Sequence[Side], commits: dict[str, str], run: AppendRu
     lines += _tmpfs_lines(results, run)
     floor_ms = floor.wall_s / batch_count * 1e3
     reach = run.ratios["floor"].median
+    # SQLite's automatic WAL checkpoint adds a flush now and then (every ~1,000 WAL pages)
     equal = all(
-        f is not None and f.fsync + f.fdatasync == 1
+        f is not None and 1 <= f.fsync + f.fdatasync <= 1.1
         for k, f in run.flushes.items()
         if k in ("anchor", *commits)
     )
@@ -294,8 +295,9 @@ def append_lines(results: Sequence[Side], commits: dict[str, str], run: AppendRu
         "",
         "- Equal durability, measured: "
         + (
-            "every side makes exactly one flush system call per batch and returns only after "
-            "it (strace above); "
+            "every side makes one flush system call per batch and returns only after it "
+            "(strace above; a fraction over 1 is SQLite's automatic WAL checkpoint, which "
+            "flushes again every ~1,000 pages); "
             if equal
             else "see the flushes column; "
         )
