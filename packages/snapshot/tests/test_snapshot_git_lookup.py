@@ -115,3 +115,34 @@ def test_a_linked_worktree_is_answered_through_its_git_file(tmp_path: Path) -> N
     assert (linked / ".git").is_file()
     assert git_tracks(linked / "tracked.env")
     assert not git_tracks(linked / "other.env")
+
+
+def test_a_failing_git_in_a_work_tree_counts_as_tracked(tmp_path: Path) -> None:
+    """Fail closed (red team 4 F13): an error must not make a committed ``.pending/`` look
+    like outputs this machine wrote (and may clear, review or accept)."""
+    repo = tmp_path / "repo"
+    folder = repo / "sdk" / "x"
+    folder.mkdir(parents=True)
+    (folder / "input.json").write_text('{"steps": [{"op": "initialize"}]}')
+    (folder / "snapshot.yml").write_text(_SNAPSHOT_YML)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    assert not pending_tracked(load_scenario(folder))
+    (repo / ".git" / "index").write_bytes(b"DIRC not an index")
+    assert pending_tracked(load_scenario(folder))
+
+
+@pytest.mark.parametrize("store", ["../victim", "..", "a/../../victim", "."])
+def test_clearing_pending_outputs_never_leaves_pending(tmp_path: Path, store: str) -> None:
+    """The store name is removed at ``.pending/``'s descriptor: a path there must not walk out."""
+    from dsh_snapshot._pending import clear_pending  # noqa: PLC0415 - one test's subject
+
+    folder = tmp_path / "x"
+    (folder / ".pending" / "jsonl").mkdir(parents=True)
+    (folder / "input.json").write_text('{"steps": [{"op": "initialize"}]}')
+    (folder / "snapshot.yml").write_text(_SNAPSHOT_YML)
+    (folder / "victim").mkdir()
+    (folder / "victim" / "precious").write_text("kept")
+    clear_pending(load_scenario(folder), store)
+    assert (folder / "victim" / "precious").read_text() == "kept"
+    assert (folder / ".pending" / "jsonl").is_dir()

@@ -413,6 +413,23 @@ def _huge_log(world: World) -> list[str]:
     return ["show", str(folder)]
 
 
+def _child_log(kind: str) -> Callable[[World], list[str]]:
+    """Red team 4 F10: the needs check read every child log with a plain open, before the key
+    scan and any deadline: a FIFO hung the gate, a sparse 1.5 GiB log took 4 GiB of memory."""
+
+    def build(world: World) -> list[str]:
+        folder = world.box.scenario("children", {"session.jsonl": session_log(said("ok"))})
+        child = folder / "session.1.jsonl"
+        if kind == "fifo":
+            os.mkfifo(child)
+        else:
+            with child.open("wb") as handle:
+                handle.truncate(65 * 1024 * 1024)  # sparse: no disk, no time
+        return _replay(folder, "--timeout", "5")
+
+    return build
+
+
 def _report_written(world: World) -> None:
     report = world.box.scenarios / "report.html"
     assert report.is_file()
@@ -479,6 +496,15 @@ def _pinned_server_store(world: World) -> list[str]:
     assert world.env is not None
     # Where a server would be, were the gate to go there: a socket directory of our own.
     world.env.setenv("DSH_POSTGRES_DSN", f"host={world.box.sentinel / 'dir'} dbname=x")
+    return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
+
+
+def _store_path(world: World) -> list[str]:
+    """Red team 4 F13: ``store:`` became a path below ``.pending/`` and a failed replay's
+    rmtree walked out of it, deleting the folder it named."""
+    folder = world.box.scenario("store-path", {".pending/jsonl/keep": ""})
+    out = os.path.relpath(world.box.sentinel / "dir", folder / ".pending")
+    (folder / "snapshot.yml").write_text(META.replace("store: jsonl", f"store: {out}"))
     return ["replay", str(folder), "--jobs", "1", "--timeout", "30"]
 
 
@@ -725,6 +751,12 @@ CASES = [
         code=1,
     ),
     Case(
+        "store-name-from-snapshot-yml-is-never-a-path",
+        _store_path,
+        expect=("snapshot.yml", "field 'store'"),
+        code=2,
+    ),
+    Case(
         "checkout-env-and-git-are-hidden-from-commands",
         _checkout_read,
         code=1,
@@ -785,6 +817,18 @@ CASES = [
             "0.001",
         ],
         expect=("the key scan did not finish within --timeout 0.001 s",),
+        code=1,
+    ),
+    Case(
+        "needs-check-never-opens-a-fifo-child-log",
+        _child_log("fifo"),
+        expect=("session.1.jsonl: not a regular file",),
+        code=1,
+    ),
+    Case(
+        "needs-check-caps-a-child-log",
+        _child_log("huge"),
+        expect=("session.1.jsonl: larger than",),
         code=1,
     ),
     # --- 7: one verdict -----------------------------------------------------------------------

@@ -66,6 +66,7 @@ from dsh_snapshot._agentspec import (
     check_base_url_env,
 )
 from dsh_snapshot._determinism import HOME, TMP, clock_command
+from dsh_snapshot._fsafe import read_file_text
 from dsh_snapshot._keep_answers import NO_FIT
 from dsh_snapshot._live import key_name, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
@@ -199,7 +200,7 @@ def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> No
     opened = open_recording_root(root, store)
     try:
         for index, path in enumerate(session_files):
-            log = read_log_text(path.read_text(encoding="utf-8"), str(path))
+            log = read_log_text(read_file_text(path), str(path))
             header = log.header
             meta = SessionMeta(
                 created_at=index,
@@ -300,7 +301,7 @@ class ForeignModel:
         the proxy's recording otherwise."""
         if self.replaying:
             files = self.scenario.session_files
-            return [read_log_text(p.read_text(encoding="utf-8"), str(p)) for p in files]
+            return [read_log_text(read_file_text(p), str(p)) for p in files]
         return recording_logs(self.root)
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "confined_dir",
     "make_dirs",
     "read_bytes",
+    "read_file",
+    "read_file_text",
     "read_text",
     "remove_file",
     "split_confined",
@@ -138,6 +140,17 @@ def read_bytes(base: Path, rel: str | PurePosixPath, limit: int = DEFAULT_LIMIT)
     if len(data) > limit:
         raise ConfinedPathError(f"{base / rel}: larger than {limit} bytes, refused")
     return data
+
+
+def read_file(path: Path, limit: int = DEFAULT_LIMIT) -> bytes:
+    """:func:`read_bytes` of a scenario file named by its path (no link as its last part, a
+    regular file only: a FIFO never blocks the gate, at most ``limit`` bytes)."""
+    return read_bytes(path.parent, path.name, limit)
+
+
+def read_file_text(path: Path, limit: int = DEFAULT_LIMIT) -> str:
+    """:func:`read_file` decoded as UTF-8 (``UnicodeDecodeError`` is a ``ValueError``)."""
+    return read_file(path, limit).decode("utf-8")
 
 
 def read_text(base: Path, rel: str | PurePosixPath, limit: int = DEFAULT_LIMIT) -> str:

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from dsh_core import read_log_file
+from dsh_core import read_log_bytes
+from dsh_snapshot._fsafe import read_file
 from dsh_snapshot._steps import OPS
 
 __all__ = ["OUR_TOOLS", "recorded_tools", "scenario_needs", "step_needs"]
@@ -52,7 +53,7 @@ def recorded_tools(session_files: Sequence[Path]) -> set[str]:
     """
     names: set[str] = set()
     for path in session_files:
-        log = read_log_file(path)
+        log = read_log_bytes(read_file(path), str(path))
         for event in log.events:
             if event.type == "tool/call":
                 names.add(str(event.data.get("name")))

@@ -19,6 +19,7 @@ from dsh_llm_replay import NotConsumedError, ReplayError, ReplayReport
 from dsh_snapshot._compat import UPSTREAM_ALLOWANCES, Allowances, apply_allowances, turn_messages
 from dsh_snapshot._diff import first_difference
 from dsh_snapshot._expect import check_expectations
+from dsh_snapshot._fsafe import read_file_text
 from dsh_snapshot._harvest import expected_fixtures as _expected
 from dsh_snapshot._harvest import normalized_outputs
 from dsh_snapshot._live import live_provider
@@ -246,7 +247,7 @@ def write_fixtures(
     if scenario.meta is not None:
         allowlist = scenario.meta.secrets_allowlist
         if recording is not None:
-            meta_text = scenario.files.meta.read_text(encoding="utf-8")
+            meta_text = read_file_text(scenario.files.meta)
             files[ScenarioFiles.META] = with_provenance(
                 meta_text, recording, provenance, scenario.meta.loop
             )

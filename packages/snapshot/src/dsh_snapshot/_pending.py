@@ -101,7 +101,7 @@ def fixture_files(
 
 def _digest(path: Path) -> str:
     try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        return "sha256:" + hashlib.sha256(fsafe.read_file(path)).hexdigest()
     except FileNotFoundError:
         return ""
 
@@ -159,6 +159,10 @@ def clear_pending(scenario: Scenario, store: str | None = None) -> None:
                 else:
                     shutil.rmtree(ScenarioFiles.PENDING, dir_fd=fd)
             return
+        # One plain name below .pending/, never a path: a store name that came from
+        # snapshot.yml must not walk out (``../../victim``) of the descriptor it is removed at.
+        if "/" in store or "\0" in store or store in ("", ".", ".."):
+            raise fsafe.ConfinedPathError(f"{store!r}: not a store name")
         with fsafe.confined_dir(scenario.path, ScenarioFiles.PENDING) as fd:
             shutil.rmtree(store, dir_fd=fd)
         with fsafe.confined_dir(scenario.path) as fd:
@@ -334,4 +338,8 @@ def pending_tracked(scenario: Scenario) -> bool:
     never read or written.
     """
     done = run_git(scenario.path, "ls-files", "-z", "--", ScenarioFiles.PENDING)
-    return done is not None and done.returncode == 0 and bool(done.stdout)
+    if done is None:
+        return False  # no git, or no work tree around the scenario: nothing can be tracked
+    # Inside a work tree git must answer; a failing git is taken as "tracked" (fail closed):
+    # an error must never make a pull request's .pending/ look like this machine's own.
+    return done.returncode != 0 or bool(done.stdout)

@@ -20,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from dsh_core.plugins import PluginError, env_prefix, model_provider, model_provider_names
 from dsh_llm_replay import LIVE_PROVIDER_ENV
+from dsh_snapshot._fsafe import read_file_text
 from dsh_snapshot._scenario import Scenario
 
 __all__ = ["PROVENANCE_SETTINGS", "recorded_provider_env"]
@@ -83,16 +84,15 @@ def _scripted_provider_env(scenario: Scenario) -> dict[str, str]:
     primary = scenario.primary_file
     if not primary.is_file():
         return {}
-    with primary.open(encoding="utf-8") as lines:
-        for line in lines:
-            if '"request/header"' not in line:
-                continue
-            try:
-                event: Any = json.loads(line)
-                name: Any = event["data"]["header"]["config"]["provider"]
-            except (ValueError, KeyError, TypeError):
-                return {}  # the replay's own reading of the log names what is wrong
-            if isinstance(name, str) and name in model_provider_names():
-                return {LIVE_PROVIDER_ENV: name}
-            return {}
+    for line in read_file_text(primary).splitlines():
+        if '"request/header"' not in line:
+            continue
+        try:
+            event: Any = json.loads(line)
+            name: Any = event["data"]["header"]["config"]["provider"]
+        except (ValueError, KeyError, TypeError):
+            return {}  # the replay's own reading of the log names what is wrong
+        if isinstance(name, str) and name in model_provider_names():
+            return {LIVE_PROVIDER_ENV: name}
+        return {}
     return {}

@@ -13,8 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dsh_core import DshError, read_log_file
+from dsh_core import DshError, read_log_bytes
 from dsh_llm_replay import RecordedHeaders, ReplayReport, RequestDriftError, recorded_headers
+from dsh_snapshot._fsafe import read_file
 from dsh_snapshot._harvest import FileCache
 
 __all__ = ["drift_after_stop", "drift_failures", "header_note", "header_summary", "only_drift"]
@@ -51,7 +52,7 @@ def drift_failures(report: ReplayReport) -> list[str]:
 
 
 def _headers(path: Path) -> RecordedHeaders:
-    log = read_log_file(path)
+    log = read_log_bytes(read_file(path), str(path))
     return recorded_headers(log.events[log.header.effective_seed_length :])
 
 

@@ -49,7 +49,7 @@ from dsh_snapshot._agentspec import (
 )
 from dsh_snapshot._determinism import Determinism, FieldPath, FixedClock, Scrubber, UpdateKind
 from dsh_snapshot._expect import PromptExpectation
-from dsh_snapshot._fsafe import ConfinedPathError, read_text
+from dsh_snapshot._fsafe import ConfinedPathError, read_file_text, read_text
 from dsh_snapshot._needs import scenario_needs
 from dsh_snapshot._provenance import Provenance
 from dsh_snapshot._steps import OPS
@@ -124,8 +124,9 @@ class SnapshotMeta(BaseModel):
 
     version: Literal[1]
     profile: str = Field(min_length=1)
-    store: str = Field(default="default", min_length=1)
-    """``default`` (every store backend asked for) or one backend's name, which pins it."""
+    store: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    """``default`` (every store backend asked for) or one backend's name, which pins it. A
+    name, never a path: it names the folder of the store's pending outputs."""
     recording: Recording
     loop: LoopProfile = DEFAULT_LOOP_PROFILE
     """The agent loop the scenario was recorded with (``DSH_LOOP_PROFILE``)."""
@@ -383,8 +384,7 @@ class Scenario:
         """Child fixtures whose header carries a non-zero ``seedLength``."""
         out: list[Path] = []
         for child in self.child_files:
-            with child.open(encoding="utf-8") as handle:
-                first = handle.readline()
+            first = read_file_text(child).partition("\n")[0]
             try:
                 header = read_log([first], str(child)).header
             except LogFormatError:

@@ -189,6 +189,8 @@ def tree_state(root: Path) -> dict[str, str]:
                 state[rel] = f"link:{os.readlink(path)}"
             elif stat.S_ISDIR(info.st_mode):
                 state[rel] = f"dir:{oct(info.st_mode)}"
+            elif not stat.S_ISREG(info.st_mode):  # a FIFO or device: its kind, never its bytes
+                state[rel] = f"special:{oct(info.st_mode)}"
             else:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 state[rel] = f"file:{oct(info.st_mode)}:{digest}"
