@@ -165,3 +165,20 @@ def test_a_dead_server_is_a_typed_error_not_a_hang(tmp_path: Path) -> None:
     with pytest.raises(ForkServerError, match="went away"):
         server.receive(60)
     server.close()
+
+
+def test_modules_in_the_callers_cwd_are_never_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 4 F14: ``python -m`` put the gate's cwd (a scenario tree) first on sys.path, so
+    a planted ``selectors.py`` ran in the unconfined fork server."""
+    marker = tmp_path / "planted-module-ran"
+    tree = tmp_path / "snapshots"
+    tree.mkdir()
+    for name in ("selectors", "json", "signal", "socket"):
+        (tree / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    monkeypatch.chdir(tree)
+    with _probe_server() as server:
+        _, _, code = _run_probe(server, tmp_path, {"PATH": os.environ["PATH"]}, "report")
+    assert code == 7
+    assert not marker.exists()

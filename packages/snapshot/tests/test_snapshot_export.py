@@ -129,3 +129,27 @@ def test_export_refuses_a_non_empty_target_and_a_non_scenario(
     assert run_export(tmp_path, tmp_path / "out", err) == 2
     assert "input.json missing" in err.getvalue()
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["override", "workspace"])
+def test_export_never_carries_a_file_from_outside_through_a_link(
+    scenario_copy: Any, tmp_path: Path, where: str
+) -> None:
+    """Red team 4 F15: the export followed ``replay.override.json -> ~/.config/git/credentials``
+    and copied an absolute workspace link as it was, for upstream's harness to follow."""
+    folder: Path = scenario_copy("text-turn")
+    secret = tmp_path / "credentials"
+    secret.write_text("https://user:not-a-real-token@example.com\n")
+    if where == "override":
+        (folder / "replay.override.json").symlink_to(secret)
+    else:
+        (folder / "workspace").mkdir(exist_ok=True)
+        (folder / "workspace" / "creds").symlink_to(secret)
+    out = tmp_path / "out"
+    err = io.StringIO()
+    assert run_export(folder, out, err) == 2
+    assert err.getvalue().count("\n") == 1
+    assert "link" in err.getvalue()
+    copied = [p for p in out.rglob("*")] if out.exists() else []
+    assert all("not-a-real-token" not in p.read_text() for p in copied if p.is_file())
+    assert not any(p.is_symlink() for p in copied)

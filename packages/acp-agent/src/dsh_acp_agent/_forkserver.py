@@ -174,7 +174,9 @@ class AgentForkServer:
         )
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "dsh_acp_agent._forkserver", config],
+                # -P: "-m" would put the caller's cwd (a scenario tree, for the gate) first on
+                # sys.path, and a planted selectors.py or json.py would run here, unconfined.
+                [sys.executable, "-P", "-m", "dsh_acp_agent._forkserver", config],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),

@@ -38,7 +38,7 @@ def agent_command() -> list[str]:
     found = host_which("dsh-acp-agent")
     if found:
         return [found]
-    return [sys.executable, "-m", "dsh_acp_agent"]
+    return [sys.executable, "-P", "-m", "dsh_acp_agent"]  # -P: never the cwd's modules
 
 
 class AgentAnsweredError(AgentError):

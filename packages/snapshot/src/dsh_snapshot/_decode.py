@@ -99,9 +99,24 @@ def _unescape_once(text: str) -> str:
     return _ESCAPE.sub(one, text)
 
 
-def _base64_texts(text: str, depth: int) -> Iterator[str]:
+# Runs already decoded at a depth, per top-level text: the same run at the same depth gives
+# the same views, and a run usually stands unchanged in several unescaped views of a text.
+_Done = set[tuple[int, str, str]]
+
+
+def _first(done: _Done, depth: int, kind: str, run: str) -> bool:
+    key = (depth, kind, run)
+    if key in done:
+        return False
+    done.add(key)
+    return True
+
+
+def _base64_texts(text: str, depth: int, done: _Done) -> Iterator[str]:
     for match in _BASE64_RUN.finditer(text):
         run = match.group(0).rstrip("=")
+        if not _first(done, depth, "base64", run):
+            continue
         for altchars in (None, b"-_"):
             try:
                 raw = base64.b64decode(run + "=" * (-len(run) % 4), altchars=altchars)
@@ -110,23 +125,25 @@ def _base64_texts(text: str, depth: int) -> Iterator[str]:
             decoded = raw.decode("utf-8", "replace")
             printable = sum(1 for c in decoded if c.isprintable() or c in "\n\r\t")
             if decoded and printable / len(decoded) >= _PRINTABLE_SHARE:
-                yield from _views(decoded, depth + 1)
+                yield from _views(decoded, depth + 1, done)
                 break
             if b"\x00" in raw:  # base64 of UTF-16 text
                 for inner in file_texts(raw)[:1]:
-                    yield from _views(inner, depth + 1)
+                    yield from _views(inner, depth + 1, done)
 
 
-def _hex_texts(text: str, depth: int) -> Iterator[str]:
+def _hex_texts(text: str, depth: int, done: _Done) -> Iterator[str]:
     for match in _HEX_RUN.finditer(text):
         run = match.group(0)
+        if not _first(done, depth, "hex", run):
+            continue
         decoded = bytes.fromhex(run[: len(run) // 2 * 2]).decode("utf-8", "replace")
         printable = sum(1 for c in decoded if c.isprintable() or c in "\n\r\t")
         if decoded and printable / len(decoded) >= _PRINTABLE_SHARE:
-            yield from _views(decoded, depth + 1)
+            yield from _views(decoded, depth + 1, done)
 
 
-def _views(text: str, depth: int) -> Iterator[str]:
+def _views(text: str, depth: int, done: _Done) -> Iterator[str]:
     current = text
     seen: list[str] = []
     for _ in range(_MAX_UNESCAPE + 1):  # nested escaped JSON: one more level each round
@@ -140,15 +157,15 @@ def _views(text: str, depth: int) -> Iterator[str]:
     yield from seen
     if depth < _MAX_DEPTH:
         for view in list(seen):
-            yield from _base64_texts(view, depth)
-            yield from _hex_texts(view, depth)
+            yield from _base64_texts(view, depth, done)
+            yield from _hex_texts(view, depth, done)
 
 
 def line_views(line: str) -> list[str]:
     """One line as a detector should see it: as written, with JSON/C escapes undone (repeatedly,
     for JSON escaped inside JSON), percent-decoded, and with every base64 run decoded (and its
     content decoded in turn)."""
-    return list(dict.fromkeys(_views(line, 0)))
+    return list(dict.fromkeys(_views(line, 0, set())))
 
 
 def _documents(text: str) -> Iterator[tuple[int, Any]]:
@@ -183,12 +200,13 @@ def _pieces(
                 for member in members:
                     if isinstance(member, str):
                         yield ((*path, key), inner), member
-            else:
+            elif isinstance(item, dict | list):  # a scalar holds no piece: no call for it
                 yield from _pieces(item, (*path, key), inner)
     elif isinstance(value, list):
         items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
         for item in items:
-            yield from _pieces(item, path, context)
+            if isinstance(item, dict | list):
+                yield from _pieces(item, path, context)
 
 
 def split_views(text: str) -> list[tuple[list[tuple[int, int]], str]]:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, TextIO, cast
 
 from dsh_core import DshError, ScenarioFiles, dumps_json
+from dsh_snapshot._confine import check_scenario_links, copy_workspace
+from dsh_snapshot._fsafe import read_file, read_file_text
 from dsh_snapshot._scenario import Scenario, load_scenario
 
 __all__ = ["JUNE_AGENT_INFO", "add_export_parser", "export_june", "run_export"]
@@ -44,7 +45,7 @@ def _june_log(path: Path) -> str:
     Events are renumbered when some are dropped, and ``seedLength`` counts only the seed
     events that are kept, so a fork child's boundary stays where it was.
     """
-    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+    lines = [line for line in read_file_text(path).split("\n") if line.strip()]
     header: dict[str, Any] = json.loads(lines[0])
     for key in _JUNE_UNKNOWN_HEADER_KEYS:
         header.pop(key, None)
@@ -68,7 +69,7 @@ def _june_log(path: Path) -> str:
 def _june_stdout(path: Path) -> str:
     """The stdout frames with upstream's June ``agentInfo`` and session id spelling."""
     out: list[str] = []
-    for line in path.read_text(encoding="utf-8").split("\n"):
+    for line in read_file_text(path).split("\n"):
         if not line.strip():
             continue
         frame: dict[str, Any] = json.loads(line)
@@ -93,17 +94,23 @@ def export_june(scenario: Scenario, out: Path) -> list[str]:
         raise FileExistsError(f"{out} exists and is not an empty folder; nothing was written")
     if not scenario.session_files or not scenario.stdout_file.is_file():
         raise DshError(f"{scenario.path}: no recording to export (session.jsonl and stdout)")
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(scenario.path / ScenarioFiles.INPUT, out / ScenarioFiles.INPUT)
-    for source in scenario.session_files:
-        (out / source.name).write_text(_june_log(source), encoding="utf-8")
-    (out / ScenarioFiles.UPSTREAM_STDOUT).write_text(
-        _june_stdout(scenario.stdout_file), encoding="utf-8"
-    )
+    # The export is read as the gate reads a scenario (CI feeds it to upstream's harness): no
+    # entry is a link leading out, no file is read through a link, the workspace is copied
+    # entry by entry without following any.
+    check_scenario_links(scenario)
+    copied = {ScenarioFiles.INPUT: read_file(scenario.path / ScenarioFiles.INPUT)}
     if scenario.override_file is not None:
-        shutil.copyfile(scenario.override_file, out / ScenarioFiles.OVERRIDE)
+        copied[ScenarioFiles.OVERRIDE] = read_file(scenario.override_file)
+    logs = {source.name: _june_log(source) for source in scenario.session_files}
+    stdout = _june_stdout(scenario.stdout_file)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in copied.items():
+        (out / name).write_bytes(data)
+    for name, text in logs.items():
+        (out / name).write_text(text, encoding="utf-8")
+    (out / ScenarioFiles.UPSTREAM_STDOUT).write_text(stdout, encoding="utf-8")
     if scenario.workspace is not None:
-        shutil.copytree(scenario.workspace, out / "workspace", symlinks=True)
+        copy_workspace(scenario.workspace, out / "workspace")
     notes: list[str] = []
     if scenario.loop != "june":
         notes.append(

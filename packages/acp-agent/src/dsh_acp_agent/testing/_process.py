@@ -151,7 +151,9 @@ class AgentProcess:
         confinement: ProcessConfinement | None = None,
         deadline: float | None = None,
     ) -> None:
-        argv = list(command) if command is not None else [sys.executable, "-m", "dsh_acp_agent"]
+        argv = (
+            list(command) if command is not None else [sys.executable, "-P", "-m", "dsh_acp_agent"]
+        )
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.deadline = deadline
