@@ -152,7 +152,12 @@ class ProxyHub:
         self.serving.stop()
 
     def replay(
-        self, root: Path | str, *, scrub: Scrub | None = None, accept_drift: bool = False
+        self,
+        root: Path | str,
+        *,
+        scrub: Scrub | None = None,
+        accept_drift: bool = False,
+        store: str | None = None,
     ) -> ProxyRoute:
         """A keyless route answering from the recording in ``root`` (see
         :meth:`ProxyServer.replay`, also for ``accept_drift``).
@@ -160,7 +165,7 @@ class ProxyHub:
         Raises:
             DshError: the root does not exist, or holds a log that cannot be read.
         """
-        return self._add(replay_engine(root, scrub, accept_drift), None)
+        return self._add(replay_engine(root, scrub, accept_drift, store), None)
 
     def record(
         self,

@@ -47,11 +47,16 @@ class _Recording:
     inputs: dict[str, list[list[str]]]  # per script source: each call's new messages
 
 
-def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
+def load_recording(
+    root: Path | str, *, seed_slice: bool = True, store: str | None = None
+) -> _Recording:
     """Every session of a recording root as a replay script, in binding order.
 
     Sessions are ordered by ``(createdAt, id)``, which is the order the proxy created them in;
     a fork child's script comes from the events after its ``seedLength`` only.
+
+    ``store`` is the caller's own choice of backend (a server store is read only when chosen:
+    :func:`detect_store`).
 
     Raises:
         DshError: the root does not exist; the store's and replay's errors for bad logs.
@@ -60,13 +65,13 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     if not path.is_dir():
         raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
     # Opened by the root's own backend, not through open_recording_root: a replay writes nothing.
-    store = store_backend(detect_store(path)).open(path)
+    opened = store_backend(detect_store(path, store)).open(path)
     try:
         scripts: list[SessionScript] = []
         models: list[str] = []
         inputs: dict[str, list[list[str]]] = {}
-        for header in store.list_sessions():
-            log = store.load(header.id)
+        for header in opened.list_sessions():
+            log = opened.load(header.id)
             source = f"{path}/{header.id}"
             seed = header.effective_seed_length
             events = log.events[seed:] if seed_slice else log.events
@@ -87,19 +92,22 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
                     if isinstance(model, str) and model not in models:
                         models.append(model)
     finally:
-        store.close()
+        opened.close()
     return _Recording(scripts, models, inputs)
 
 
 def replay_engine(
-    root: Path | str, scrub: Scrub | None = None, accept_drift: bool = False
+    root: Path | str,
+    scrub: Scrub | None = None,
+    accept_drift: bool = False,
+    store: str | None = None,
 ) -> ReplayEngine:
     """A keyless engine answering from the recording in ``root`` (see :meth:`ProxyServer.replay`).
 
     Raises:
         DshError: the root does not exist; the store's and replay's errors for bad logs.
     """
-    recording = load_recording(root)
+    recording = load_recording(root, store=store)
     # The engine compares each call's header itself: the client never sees the request's
     # model, system prompt or tools (the wire's, not a ModelRequest's).
     client = ReplayModelClient(recording.scripts, check_headers=False)

@@ -177,14 +177,14 @@ def foreign_agent(scenario: Scenario, override: ForeignAgent | None = None) -> F
 # --- proxy roots ----------------------------------------------------------------------------
 
 
-def recording_logs(root: Path) -> list[SessionLog]:
+def recording_logs(root: Path, store: str | None = None) -> list[SessionLog]:
     """Every session of a proxy recording root, exactly as written, in harvest order (primary
     first, then children by ``createdAt``).
 
     Raises:
         DshError: a log cannot be read (naming the file and line).
     """
-    return creation_order([log for _, log in recorded_logs(root)])
+    return creation_order([log for _, log in recorded_logs(root, store)])
 
 
 def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> None:
@@ -239,6 +239,8 @@ class ForeignModel:
     """The run's cwd: the private paths as seen from it are normalised too."""
     kept: ProxyRoute | None = None
     """``record-accept``: the route replaying the committed recording (the upstream)."""
+    store: str | None = None
+    """The store backend the run chose for ``root`` (a server store is read only when chosen)."""
 
     @property
     def base_url(self) -> str:
@@ -304,7 +306,7 @@ class ForeignModel:
         if self.replaying:
             files = self.scenario.session_files
             return [read_log_text(read_file_text(p), str(p)) for p in files]
-        return recording_logs(self.root)
+        return recording_logs(self.root, self.store)
 
 
 def private_paths(sandbox: ToolSandbox, cwd: Path | None) -> dict[str, str]:
@@ -367,7 +369,7 @@ def foreign_model(
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
-            route = _hub().replay(root, scrub=_scrub(scenario, sandbox, cwd))
+            route = _hub().replay(root, scrub=_scrub(scenario, sandbox, cwd), store=store)
         else:
             # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
             provider = live_provider()
@@ -391,7 +393,9 @@ def foreign_model(
                 )
             route = _hub().record(root, upstream=upstream, api_key=key, store=store, policy=policy)
         stack.enter_context(route)
-        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept)
+        model = ForeignModel(
+            agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept, store=store
+        )
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
@@ -451,7 +455,7 @@ def _kept_answers(
     root = tmp / "proxy-recorded"
     root.mkdir()
     stage_recording(scenario.session_files, root, store)
-    with _hub().replay(root, scrub=scrub, accept_drift=True) as route:
+    with _hub().replay(root, scrub=scrub, accept_drift=True, store=store) as route:
         yield route
         problems, accepted = list(route.report().problems), route.accepted()
     if problems:
