@@ -13,7 +13,9 @@ interleaved, batch by batch in rotating order, so the shared disk's varying fsyn
 them alike. Wall time is split into user CPU (Python and the SQLite library: the overhead a
 store controls) and the rest (the kernel writing and flushing, and waiting for the disk: the
 price of the durable commit). The anchor's durability is read from its connection
-(``PRAGMA synchronous``), not assumed.
+(``PRAGMA synchronous``), not assumed, and every side's flush calls per batch are counted with
+strace (``appendprobe``). The ratio is the median over rounds of the batches; the same
+appends on tmpfs show each side's own cost without the disk.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from appendprobe import (
+    Anchor,
+    AppendRun,
+    AppendTime,
+    Ratio,
+    append_lines,
+    flushes_per_batch,
+    median_ratios,
+    tmpfs_root,
+)
+
 from dsh_core import (
     CreateOptions,
     Event,
@@ -45,7 +58,6 @@ from dsh_core.testing import synthetic_turn
 SESSION_ID = "bench-session"
 LOAD_TARGET = 3.0
 MEMORY_TARGET = 4.0
-APPEND_TARGET = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,28 +70,6 @@ class Backend:
     jsonl_text: Callable[[SessionStore, Path], str]
     commit: str
     """How one batch is made durable, as the report states it."""
-
-
-@dataclass(slots=True)
-class AppendTime:
-    """One side's accumulated append cost: wall seconds and user CPU seconds (whole process)."""
-
-    wall_s: float = 0.0
-    user_s: float = 0.0
-
-    @property
-    def commit_s(self) -> float:
-        """Wall time not spent in user code: kernel writes, flushes and waiting on the disk."""
-        return self.wall_s - self.user_s
-
-
-@dataclass(frozen=True, slots=True)
-class Anchor:
-    """The anchor's append cost and how durable its commits are."""
-
-    cost: AppendTime
-    journal_mode: str
-    synchronous: int
 
 
 class _AnchorSide:
@@ -225,10 +215,12 @@ def _appender(session: Session, plan: list[list[Event]]) -> Callable[[int], None
 
 
 def append_interleaved(
-    backends: list[Backend], root: Path, plan: list[list[Event]]
-) -> tuple[dict[str, AppendTime], Anchor | None]:
+    backends: list[Backend], root: Path, plan: list[list[Event]], rounds: int = 1
+) -> tuple[dict[str, AppendTime], Anchor | None, list[dict[str, AppendTime]]]:
     """Append ``plan`` to every backend (under ``root/<name>``) and to the anchor, batch by
-    batch in rotating order, each batch one durable commit. Returns each side's cost."""
+    batch in rotating order, each batch one durable commit. Returns each side's cost, the
+    anchor's, and each side's cost (anchor included) in each of ``rounds`` consecutive
+    slices of the plan."""
     sides: list[tuple[str, Callable[[int], None]]] = []
     sessions: list[Session] = []
     stores: list[SessionStore] = []
@@ -250,15 +242,19 @@ def append_interleaved(
     floor = _FloorSide(root / "floor.jsonl", plan)
     sides.append(("floor", floor.append))
     costs = {name: AppendTime() for name, _ in sides}
+    per_round = [{name: AppendTime() for name, _ in sides} for _ in range(rounds)]
     try:
         for index in range(len(plan)):
             shift = index % len(sides)
+            slice_costs = per_round[index * rounds // len(plan)]
             for name, append in sides[shift:] + sides[:shift]:
-                cost = costs[name]
                 wall, user = time.perf_counter(), _user_cpu()
                 append(index)
-                cost.user_s += _user_cpu() - user
-                cost.wall_s += time.perf_counter() - wall
+                user = _user_cpu() - user
+                wall = time.perf_counter() - wall
+                for cost in (costs[name], slice_costs[name]):
+                    cost.user_s += user
+                    cost.wall_s += wall
         durability = anchor.durability() if anchor is not None else None
     finally:
         for session in sessions:
@@ -270,8 +266,8 @@ def append_interleaved(
         floor.close()
     anchor_cost = costs.pop("anchor", None)
     if anchor_cost is None or durability is None:
-        return costs, None
-    return costs, Anchor(anchor_cost, *durability)
+        return costs, None, per_round
+    return costs, Anchor(anchor_cost, *durability), per_round
 
 
 def measure(
@@ -331,122 +327,12 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.1f} MiB"
 
 
-_SYNCHRONOUS = {
-    0: "OFF: never synced, not durable",
-    1: "NORMAL: in WAL mode the commit is not synced (lost on power cut)",
-    2: "FULL: the WAL fdatasynced on every commit",
-    3: "EXTRA: the WAL and its directory synced on every commit",
-}
-
-
-def _append_lines(
-    results: list[Result], commits: dict[str, str], anchor: Anchor | None, floor: AppendTime
-) -> list[str]:
-    """The append comparison: wall-clock events/s, the anchor ratio, and where time goes."""
-    if not results:
-        return []
-    events, batch_count = results[0].events, results[0].batches
-    lines = [
-        f"Append: the sides above and the anchor append the same {batch_count:,} batches (one "
-        f"whole turn each, {events / batch_count:.1f} events on average), interleaved batch by "
-        "batch in rotating order so the shared disk's varying fsync latency hits them alike. "
-        "*User CPU* is the process's user time (the anchor's worker thread included); "
-        "*commit* is the rest of the wall time per batch: the kernel writing and flushing, and "
-        "waiting for the disk. *Ceiling* is the ratio to the anchor this side would reach with "
-        "no user CPU at all. Every side flushes once per batch, so the slower the disk's "
-        "flush at the time of the run, the closer every ratio comes to 1x.\n",
-        "| side | durable commit per batch | events/s | x anchor | target | user CPU µs/event | "
-        "commit ms/batch | ceiling |",
-        "|---|---|---:|---:|---|---:|---:|---:|",
-    ]
-    rows: list[tuple[str, str, AppendTime]] = [
-        (r.backend, commits[r.backend], r.append) for r in results
-    ]
-    if anchor is not None:
-        mode = anchor.journal_mode.upper()
-        sync = _SYNCHRONOUS.get(anchor.synchronous, str(anchor.synchronous))
-        rows.append(
-            (
-                "anchor: OpenAI Agents `SQLiteSession.add_items`",
-                f"{mode}, `synchronous={anchor.synchronous}` ({sync})",
-                anchor.cost,
-            )
-        )
-    rows.append(
-        (
-            "floor: no store, the batch's bytes encoded beforehand",
-            "one `write`, then `fsync`",
-            floor,
-        )
-    )
-    for side, commit, cost in rows:
-        rate = events / cost.wall_s
-        if cost is floor:
-            ratio = "" if anchor is None else f"{rate / (events / anchor.cost.wall_s):.2f}x"
-            verdict = "the most any side could reach"
-        elif anchor is None:
-            ratio, verdict = "", ""
-        elif cost is anchor.cost:
-            ratio, verdict = "1.00x", ""
-        else:
-            value = rate / (events / anchor.cost.wall_s)
-            ratio = f"**{value:.2f}x**"
-            verdict = f"≥ {APPEND_TARGET:g}x: {'met' if value >= APPEND_TARGET else 'missed'}"
-        commit_ms = cost.commit_s / batch_count * 1e3
-        ceiling = (
-            ""
-            if anchor is None or cost is anchor.cost or cost is floor
-            else f"{anchor.cost.wall_s / cost.commit_s:.2f}x"
-        )
-        lines.append(
-            f"| {side} | {commit} | {rate:,.0f} | {ratio} | {verdict} | "
-            f"{cost.user_s / events * 1e6:.1f} | {commit_ms:.2f} | {ceiling} |"
-        )
-    lines.append("")
-    if anchor is None:
-        lines.append("- Append anchor: not measured (`openai-agents` is not installed here).")
-        return lines
-    user_ms = anchor.cost.user_s / batch_count * 1e3
-    commit_ms = anchor.cost.commit_s / batch_count * 1e3
-    floor_ms = floor.wall_s / batch_count * 1e3
-    reach = anchor.cost.wall_s / floor.wall_s
-    lines += [
-        "- Like with like: every side returns from a batch only once it is durable (the "
-        "anchor's `synchronous` is read from its own connection, not assumed), every side gets "
-        "the same events, and the anchor gets them already as JSON-ready dicts (its input "
-        "type; our stores encode from `Event`s inside the timing).",
-        f"- Per batch the anchor spends {user_ms:.2f} ms of user CPU and {commit_ms:.2f} ms "
-        f"committing; the disk alone (the floor row) took {floor_ms:.2f} ms per batch, so no "
-        f"store that makes each batch durable could append more than **{reach:.2f}x** the "
-        "anchor's events/s in this run"
-        + (
-            f" (the {APPEND_TARGET:g}x target is out of reach on this disk at this time)."
-            if reach < APPEND_TARGET
-            else "."
-        ),
-    ]
-    floor_user = floor.user_s / events * 1e6
-    anchor_user = anchor.cost.user_s / events * 1e6 - floor_user
-    overheads = ", ".join(
-        f"{r.backend} {r.append.user_s / events * 1e6 - floor_user:.1f} µs "
-        f"(the anchor's is {anchor_user / (r.append.user_s / events * 1e6 - floor_user):.1f}x)"
-        for r in results
-    )
-    lines.append(
-        "- What a store controls, independent of the disk: user CPU per event above the floor's "
-        f"(which does no per-event work: {floor_user:.1f} µs is the accounting noise of a "
-        f"write and a flush on this machine): anchor {anchor_user:.1f} µs, {overheads}."
-    )
-    return lines
-
-
 def render(
     results: list[Result],
     commits: dict[str, str],
     missing: list[str],
     quick: bool,
-    anchor: Anchor | None,
-    floor: AppendTime,
+    run: AppendRun,
 ) -> str:
     """The Markdown section."""
     lines = [
@@ -488,7 +374,7 @@ def render(
                 f"{_verdict(mem_ratio < MEMORY_TARGET)} |"
             )
     lines.append("")
-    lines += _append_lines(results, commits, anchor, floor)
+    lines += append_lines(results, commits, run)
     for r in results:
         lines.append(
             f"- {r.backend}: {r.jsonl_bytes / r.events:.0f} B of JSON per event; "
@@ -505,6 +391,13 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+ROUNDS = 5
+
+
+def _load_average() -> str:
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def run(quick: bool) -> str:
     """Measure every available backend; return the Markdown section."""
     plan = batches(5_000 if quick else 100_000)
@@ -519,14 +412,32 @@ def run(quick: bool) -> str:
             missing.append(name)
         else:
             backends.append(backend)
+    loads = [_load_average()]
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp_name:
         root = Path(tmp_name)
-        costs, anchor = append_interleaved(backends, root, plan)
+        costs, anchor, per_round = append_interleaved(backends, root, plan, ROUNDS)
+        loads.append(_load_average())
         for backend in backends:
             result, texts[backend.name] = measure(
                 backend, root / backend.name, plan, costs[backend.name], runs
             )
             results.append(result)
+        loads.append(_load_average())
+    tmpfs: dict[str, AppendTime] | None = None
+    tmpfs_ratios: dict[str, Ratio] | None = None
+    tmpfs_plan = plan[: 200 if quick else 1_000]
+    shm = tmpfs_root()
+    if shm is not None and anchor is not None:
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-", dir=shm) as shm_name:
+            tmpfs, shm_anchor, shm_rounds = append_interleaved(
+                backends, Path(shm_name), tmpfs_plan, ROUNDS
+            )
+        assert shm_anchor is not None
+        tmpfs["anchor"] = shm_anchor.cost
+        tmpfs_ratios = median_ratios(shm_rounds)
+    flushes = {
+        key: flushes_per_batch(key, 10 if quick else 40) for key in ("jsonl", "sqlite", "anchor")
+    }
     if "JSONL" in texts and "SQLite" in texts:
         if texts["JSONL"] != texts["SQLite"]:
             raise AssertionError("the SQLite export differs from the JSONL file of the same log")
@@ -534,7 +445,18 @@ def run(quick: bool) -> str:
             if result.backend == "SQLite":
                 result.same_text_as = "JSONL"
     commits = {backend.name: backend.commit for backend in backends}
-    return render(results, commits, missing, quick, anchor, costs["floor"])
+    append_run = AppendRun(
+        anchor,
+        costs["floor"],
+        median_ratios(per_round) if anchor is not None else {},
+        ROUNDS,
+        {"JSONL": flushes["jsonl"], "SQLite": flushes["sqlite"], "anchor": flushes["anchor"]},
+        tmpfs,
+        tmpfs_ratios,
+        len(tmpfs_plan),
+        loads,
+    )
+    return render(results, commits, missing, quick, append_run)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ simple cross-origin POST, a redirecting upstream. None may spend or see the key 
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,93 @@ def test_a_request_body_over_the_bound_is_refused_unread(
     # a request within the bound still goes through the guard (refused only as a body)
     small = httpx.post(proxy.base_url + "/chat/completions", content=b"[1]", headers=JSON)
     assert small.status_code == 400
+
+
+def _raw_status(port: int, head: str) -> tuple[int, str]:
+    """Send ``head`` (request line and headers, no body framing) with a JSON body over a raw
+    socket: an HTTP client would refuse or rewrite the malformed Host values sent here."""
+    raw = (
+        f"{head}Content-Type: application/json\r\nContent-Length: {len(BODY)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + BODY
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(raw)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status_line, _, rest = data.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.decode("latin-1")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        pytest.param("evil.example@127.0.0.1:{port}", id="userinfo"),
+        pytest.param("@127.0.0.1:{port}", id="empty-userinfo"),
+        pytest.param("127.0.0.1:{port}/v1", id="path"),
+        pytest.param("127.0.0.1:{port}?x", id="query"),
+        pytest.param("127.0.0.1:{port}#x", id="fragment"),
+        pytest.param("127.0.0.1 :{port}", id="space-before-port"),
+        pytest.param("127.0.0.1:{port} evil.example", id="space-after"),
+        pytest.param("127.0.0.1:{port},evil.example", id="list"),
+        pytest.param("127.0.0.1:", id="empty-port"),
+        pytest.param("127.0.0.1:99999", id="port-out-of-range"),
+        pytest.param("127.0.0.1:{port}:{port}", id="two-ports"),
+        pytest.param("[::1", id="open-bracket"),
+        pytest.param("[::1]x:{port}", id="after-bracket"),
+        pytest.param("http://127.0.0.1:{port}", id="scheme"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_a_host_that_is_not_uri_host_and_port_is_refused_400(
+    recording: tuple[ProxyServer, ScriptedModelServer], upstream_key: str, host: str
+) -> None:
+    """Red team 4 F16: RFC 9110 ``Host = uri-host [":" port]`` and nothing else."""
+    proxy, upstream = recording
+    port = _port(proxy)
+    status, rest = _raw_status(
+        port, f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host.format(port=port)}\r\n"
+    )
+    assert status == 400
+    assert "RFC 9110" in rest
+    assert upstream.requests == []
+    assert upstream_key not in rest
+
+
+def test_a_request_without_a_host_is_refused_400(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+) -> None:
+    proxy, upstream = recording
+    status, _ = _raw_status(_port(proxy), "POST /v1/chat/completions HTTP/1.1\r\n")
+    assert status == 400
+    assert upstream.requests == []
+
+
+def test_an_origin_with_userinfo_is_refused(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+) -> None:
+    proxy, upstream = recording
+    port = _port(proxy)
+    status, rest = _raw_status(
+        port,
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Origin: http://evil.example@127.0.0.1:{port}\r\n",
+    )
+    assert status == 403
+    assert "Origin" in rest
+    assert upstream.requests == []
+
+
+def test_a_bracketed_loopback_host_is_served(
+    recording: tuple[ProxyServer, ScriptedModelServer],
+) -> None:
+    """The strict parse still takes every loopback form: ``[::1]:PORT``, ``LOCALHOST``."""
+    proxy, upstream = recording
+    port = _port(proxy)
+    for host in (f"[::1]:{port}", f"LOCALHOST:{port}", f"127.0.0.2:{port}"):
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+        status, rest = _raw_status(port, head)
+        # Through the guard to the upstream, which has no script to answer with.
+        assert "Host" not in rest, host
+        assert status == 410, host
+    assert len(upstream.requests) == 3

@@ -11,10 +11,12 @@ import dsh_llm_proxy.pytest_plugin
 def test_public_names() -> None:
     assert sorted(dsh_llm_proxy.__all__) == [
         "MAX_LOG_BYTES",
+        "PolicyRefusal",
         "ProxyHub",
         "ProxyRoute",
         "ProxyServer",
         "REPORT_PATH",
+        "RecordPolicy",
         "STORE_MARKER",
         "Scrub",
         "SessionBook",

@@ -130,3 +130,30 @@ def test_the_default_upstream_follows_a_chat_profile(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(dsh_core.plugins, "model_provider", found)
     assert upstream_defaults() == ("https://vendor.invalid/v1", "VENDOR_API_KEY")
+
+
+def test_a_recordings_marker_never_chooses_a_server_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 4 F17: a committed ``.dsh-proxy-store`` naming ``postgres`` made ``show`` and
+    ``dsh-llm-proxy replay`` connect to the user's database."""
+    from dsh_llm_proxy import load_recording  # noqa: PLC0415 - one test's names
+    from dsh_llm_proxy._root import STORE_MARKER, detect_store, recorded_logs  # noqa: PLC0415
+
+    try:
+        assert not dsh_core.plugins.store_backend("postgres").embedded
+    except UnknownPluginError:
+        pytest.skip("dsh-persistence-postgres is not installed")
+    monkeypatch.delenv("DSH_STORE", raising=False)
+    root = tmp_path / "recording"
+    root.mkdir()
+    (root / STORE_MARKER).write_text("postgres\n")
+    for read in (detect_store, recorded_logs, load_recording):
+        with pytest.raises(DshError, match="never chooses a server store"):
+            read(root)
+    assert detect_store(root, "postgres") == "postgres"  # the caller's own --store
+    monkeypatch.setenv("DSH_STORE", "postgres")
+    assert detect_store(root) == "postgres"  # the user's own environment
+    monkeypatch.delenv("DSH_STORE")
+    (root / STORE_MARKER).write_text("sqlite\n")
+    assert detect_store(root) == "sqlite"  # an embedded store stays the marker's to name

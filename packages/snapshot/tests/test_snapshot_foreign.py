@@ -331,6 +331,44 @@ def test_a_live_recording_keeps_the_key_in_the_proxy(
     assert "recording: live" in (folder / "snapshot.yml").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        pytest.param({"model": "another-model"}, "not the configured live model", id="model"),
+        pytest.param({"max_calls": "1"}, "max_calls 1", id="max-calls"),
+    ],
+)
+def test_a_live_recording_outside_the_policy_fails_naming_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], says: str
+) -> None:
+    """Red team 4 F11: the agent writes what the key is spent on, so a live recording forwards
+    only the configured model, within DSH_RECORD_MAX_* bounds; a refused call fails the run
+    with the limit named and never reaches the upstream."""
+    folder = _unrecorded_copy(tmp_path)
+    if "model" in env:
+        monkeypatch.setenv(_LIVE.env_name("model"), env["model"])
+    if "max_calls" in env:
+        monkeypatch.setenv("DSH_RECORD_MAX_CALLS", env["max_calls"])
+        # The example agent makes one call per prompt: a second prompt is a second call.
+        steps = json.loads((folder / "input.json").read_text(encoding="utf-8"))
+        steps["steps"].append({"op": "prompt", "text": "Again."})
+        (folder / "input.json").write_text(json.dumps(steps), encoding="utf-8")
+    key = "sk-" + "fedcba9876543210" * 2
+    with ScriptedModelServer(api_key=key) as upstream:
+        upstream.add_session([_answer("PONG")])
+        monkeypatch.setenv(_LIVE.env_name("base_url"), upstream.base_url)
+        result = run_scenario(
+            load_scenario(folder), SnapshotSettings(mode="record", api_key=SecretStr(key))
+        )
+        calls = [r for r in upstream.requests if r.path.endswith("/chat/completions")]
+    assert not result.ok
+    failures = "\n".join(result.failures)
+    assert "record policy refused a model call" in failures
+    assert says in failures
+    assert len(calls) == (1 if "max_calls" in env else 0)
+    assert not any((folder / n).exists() for n in FIXTURES)
+
+
 def test_a_key_the_model_echoes_is_never_published(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dsh_llm_proxy._cli import main
     from dsh_llm_proxy._defaults import REPORT_PATH, upstream_defaults
     from dsh_llm_proxy._hub import ProxyHub, ProxyRoute, shared_hub
+    from dsh_llm_proxy._policy import PolicyRefusal, RecordPolicy
     from dsh_llm_proxy._root import (
         MAX_LOG_BYTES,
         STORE_MARKER,
@@ -44,6 +45,8 @@ __all__ = [
     "ProxyHub",
     "ProxyRoute",
     "shared_hub",
+    "RecordPolicy",
+    "PolicyRefusal",
     "Scrub",
     "main",
     # sessions
@@ -67,6 +70,8 @@ _HOMES = {
     "ProxyHub": "._hub",
     "ProxyRoute": "._hub",
     "shared_hub": "._hub",
+    "RecordPolicy": "._policy",
+    "PolicyRefusal": "._policy",
     "Scrub": "._scrub",
     "load_recording": "._server",
     "main": "._cli",

@@ -27,6 +27,7 @@ from dsh_llm_openai import SESSION_HEADER
 from dsh_llm_proxy._book import Call, SessionBook, SessionConflictError
 from dsh_llm_proxy._defaults import REPORT_PATH
 from dsh_llm_proxy._guard import LocalOnly
+from dsh_llm_proxy._policy import PolicyGate, PolicyRefusal, RecordPolicy, Slot
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._wire import ChunkParser, completion_body, sse_events
 from dsh_llm_replay import (
@@ -65,9 +66,12 @@ def error_response(status: int, message: str, code: str) -> JSONResponse:
 
 
 async def _read_call(
-    book: SessionBook, request: Request
+    book: SessionBook,
+    request: Request,
+    check: Callable[[dict[str, Any]], JSONResponse | None] | None = None,
 ) -> tuple[dict[str, Any], Call] | JSONResponse:
-    """The request's JSON body and the session call it is assigned to, or the error answer."""
+    """The request's JSON body and the session call it is assigned to, or the error answer
+    (``check``'s, when it refuses the body: before any session sees the call)."""
     try:
         body = json.loads(await request.body())
     except ValueError as exc:
@@ -75,6 +79,9 @@ async def _read_call(
     if not isinstance(body, dict):
         return error_response(400, "dsh-llm-proxy: the request body is not an object", "json")
     fields = cast(dict[str, Any], body)
+    refused = check(fields) if check is not None else None
+    if refused is not None:
+        return refused
     try:
         return fields, book.assign(fields, request.headers.get(SESSION_HEADER))
     except SessionConflictError as exc:
@@ -90,6 +97,8 @@ class RecordEngine:
         upstream: the upstream API root (``/chat/completions`` is appended).
         api_key: the upstream key, from the proxy's own environment.
         scrub: applied to every event before it is written.
+        policy: what a call may ask before the key is spent on it (see :mod:`._policy`);
+            a call outside it is refused and kept in :attr:`refusals`.
     """
 
     store: SessionStore
@@ -97,10 +106,28 @@ class RecordEngine:
     api_key: str
     timeout: float = 600.0
     scrub: Scrub = field(default_factory=Scrub)
+    policy: RecordPolicy = field(default_factory=RecordPolicy)
 
     def __post_init__(self) -> None:
         self.book = SessionBook(self.store, scrub=self.scrub.value if self.scrub else None)
         self._http: httpx.AsyncClient | None = None
+        self.gate = PolicyGate(self.policy)
+        self._slot: Slot | None = None
+
+    @property
+    def refusals(self) -> list[PolicyRefusal]:
+        """The calls the policy refused so far, in order (a run with any has failed)."""
+        return list(self.gate.refusals)
+
+    def _admit(self, body: dict[str, Any]) -> JSONResponse | None:
+        admitted = self.gate.admit(body)
+        if isinstance(admitted, PolicyRefusal):
+            _log.warning("%s", admitted)
+            return error_response(
+                admitted.status, f"dsh-llm-proxy: {admitted}", f"policy-{admitted.limit}"
+            )
+        self._slot = admitted  # taken at once by chat(): nothing awaits in between
+        return None
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -140,11 +167,24 @@ class RecordEngine:
         )
 
     async def chat(self, request: Request) -> Response:
-        """``POST /chat/completions``: forward, stream back, log."""
-        read = await _read_call(self.book, request)
+        """``POST /chat/completions``: checked against the policy, forwarded, streamed back,
+        logged."""
+        read = await _read_call(self.book, request, self._admit)
         if isinstance(read, JSONResponse):
+            if self._slot is not None:  # admitted, then refused by the session book
+                self._slot.release()
+                self._slot = None
             return read
         body, call = read
+        slot, self._slot = self._slot, None
+        assert slot is not None  # _admit passed
+        try:
+            return await self._forward(body, call, slot)
+        except BaseException:
+            slot.release()
+            raise
+
+    async def _forward(self, body: dict[str, Any], call: Call, slot: Slot) -> Response:
         wants_stream = body.get("stream") is True
         forwarded = dict(body)
         if not wants_stream:
@@ -160,18 +200,20 @@ class RecordEngine:
             upstream = await self.http.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
             self.book.abandon(call)
+            slot.release()
             return error_response(502, f"dsh-llm-proxy: upstream unreachable: {exc}", "upstream")
         if upstream.status_code != 200:
             data = self._redact(await upstream.aread())
             await upstream.aclose()
             self.book.abandon(call)
+            slot.release()
             return Response(
                 data,
                 status_code=upstream.status_code,
                 media_type=upstream.headers.get("content-type", "application/json"),
                 headers={k: v for k, v in upstream.headers.items() if k.lower() == "retry-after"},
             )
-        relay = _Relay(self.book, call, upstream, ChunkParser())
+        relay = _Relay(self.book, call, upstream, ChunkParser(), slot.release)
         if wants_stream:
             return StreamingResponse(
                 relay.events(),
@@ -193,8 +235,14 @@ class _Relay:
     """One upstream answer on its way back: forwarded as it arrives, parsed, then logged."""
 
     def __init__(
-        self, book: SessionBook, call: Call, upstream: httpx.Response, parser: ChunkParser
+        self,
+        book: SessionBook,
+        call: Call,
+        upstream: httpx.Response,
+        parser: ChunkParser,
+        ended: Callable[[], None] = lambda: None,
     ) -> None:
+        self._ended = ended
         self._book = book
         self._call = call
         self._upstream = upstream
@@ -233,7 +281,10 @@ class _Relay:
             if self.chunks is None:
                 await self._parser.cancel()
                 self._book.abandon(self._call)
-            await self._upstream.aclose()
+            try:
+                await self._upstream.aclose()
+            finally:
+                self._ended()
 
 
 @dataclass

@@ -9,6 +9,12 @@ from importlib.metadata import PackageNotFoundError, version
 
 from dsh_core import DshError
 from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend_names
+from dsh_llm_proxy._policy import (
+    DEFAULT_MAX_CALLS,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_TOKENS,
+    RecordPolicy,
+)
 from dsh_llm_proxy._scrub import Scrub, parse_assignment
 from dsh_llm_proxy._server import ProxyServer
 
@@ -48,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         help="environment variable holding the upstream key (default: the default model "
         "provider's key variable)",
     )
+    _add_policy_arguments(record)
     replay = modes.add_parser("replay", help="answer from a recording, keylessly")
     replay.add_argument("--root", required=True, help="folder holding the recording")
     replay.add_argument("--port", type=int, default=0, help="port (default: a free one)")
@@ -71,6 +78,46 @@ def _assignment(what: str) -> Callable[[str], tuple[str, str]]:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
+
+
+def _add_policy_arguments(command: argparse.ArgumentParser) -> None:
+    # The key is spent on what the agent asks: these bound it (red team 4 F11).
+    command.add_argument(
+        "--max-calls",
+        type=_positive,
+        default=DEFAULT_MAX_CALLS,
+        metavar="M",
+        help=f"refuse (HTTP 429) model calls past the M-th (default: {DEFAULT_MAX_CALLS})",
+    )
+    command.add_argument(
+        "--max-in-flight",
+        type=_positive,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="K",
+        help=f"refuse (HTTP 429) a call while K are in flight (default: {DEFAULT_MAX_IN_FLIGHT})",
+    )
+    command.add_argument(
+        "--max-tokens",
+        type=_positive,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="T",
+        help="refuse (HTTP 400) a call whose max_tokens or max_completion_tokens is over T "
+        f"(default: {DEFAULT_MAX_TOKENS})",
+    )
+    command.add_argument(
+        "--model",
+        help="refuse (HTTP 400) a call for any other model (default: any model)",
+    )
 
 
 def _add_scrub_arguments(command: argparse.ArgumentParser) -> None:
@@ -112,6 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 api_key_env=args.api_key_env,
                 port=args.port,
                 scrub=scrub,
+                policy=RecordPolicy(
+                    max_in_flight=args.max_in_flight,
+                    max_calls=args.max_calls,
+                    max_tokens=args.max_tokens,
+                    model=args.model,
+                ),
             )
         else:
             server = ProxyServer.replay(

@@ -5,8 +5,9 @@ The proxy listens on 127.0.0.1, but a web page the user opens can still reach it
 DNS rebinding (the page's own host name made to resolve to 127.0.0.1). Each request is
 therefore checked before any route sees it:
 
-- its ``Host`` must be a loopback name (``127.0.0.1``, any ``127.x``, ``localhost``,
-  ``[::1]``) with the port the proxy listens on — a rebound name fails here;
+- its ``Host`` must be exactly ``uri-host [":" port]`` (RFC 9110: no userinfo, path or space;
+  400 otherwise), naming a loopback host (``127.0.0.1``, any ``127.x``, ``localhost``,
+  ``[::1]``) with the port the proxy listens on — a rebound name fails here (421);
 - a browser's ``Origin``, when present, must be such a loopback origin too, and
   ``Sec-Fetch-Site`` (sent by every current browser) must not say ``cross-site`` or
   ``same-site``;
@@ -27,9 +28,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import urlsplit
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -65,13 +66,27 @@ def is_loopback_host(name: str) -> bool:
         return False
 
 
+# RFC 9110 ``Host = uri-host [ ":" port ]``, uri-host being RFC 3986's IP-literal or reg-name
+# (an IPv4 address is a reg-name's characters). Nothing else: no userinfo ("a@b"), no path, no
+# space, no empty port. A lenient URL parser would take "evil.example@127.0.0.1:PORT" as
+# userinfo plus a loopback host (red team 4 F16).
+_AUTHORITY = re.compile(
+    r"(?:\[(?P<literal>[0-9A-Fa-f:.]+)\]|(?P<name>(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+))"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+
+
 def _split(authority: str) -> tuple[str, int | None] | None:
-    """``(host, port)`` of a ``Host`` header value, None when it cannot be parsed."""
-    try:
-        parts = urlsplit(f"//{authority}")
-        return parts.hostname or "", parts.port
-    except ValueError:
+    """``(host, port)`` of a ``Host`` header value (or an origin's authority), None when it
+    is not exactly ``uri-host [":" port]``."""
+    match = _AUTHORITY.fullmatch(authority)
+    if match is None:
         return None
+    port = match["port"]
+    if port is not None and int(port) > 65535:
+        return None
+    host = match["name"] if match["literal"] is None else f"[{match['literal']}]"
+    return host, None if port is None else int(port)
 
 
 def _problem(scope: Scope) -> tuple[int, str] | None:
@@ -79,7 +94,9 @@ def _problem(scope: Scope) -> tuple[int, str] | None:
     server = scope.get("server")
     port = server[1] if server else None
     host = _split(headers.get("host", ""))
-    if host is None or not is_loopback_host(host[0]) or (host[1] or 80) != port:
+    if host is None:
+        return 400, "the Host header is not a host name and port (RFC 9110 uri-host [:port])"
+    if not is_loopback_host(host[0]) or (host[1] or 80) != port:
         return 421, "the Host header is not this proxy's loopback address and port"
     origin = headers.get("origin")
     if origin is not None:

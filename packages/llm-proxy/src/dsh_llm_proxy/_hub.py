@@ -27,6 +27,7 @@ from dsh_core import DshError, SessionStore
 from dsh_core.plugins import DEFAULT_STORE_BACKEND
 from dsh_llm_proxy._app import Engine, RecordEngine, ReplayEngine, build_app, error_response
 from dsh_llm_proxy._guard import LocalOnly, RouteBudget
+from dsh_llm_proxy._policy import PolicyRefusal, RecordPolicy
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._server import empty_recording_store, replay_engine
 from dsh_llm_proxy._serving import ServingThread, loopback_socket
@@ -93,6 +94,12 @@ class ProxyRoute:
         engine = self.engine
         return list(engine.mismatches) if isinstance(engine, ReplayEngine) else []
 
+    def refusals(self) -> list[PolicyRefusal]:
+        """Record: the calls its :class:`RecordPolicy` refused so far (none were sent
+        upstream; a run with any has failed)."""
+        engine = self.engine
+        return engine.refusals if isinstance(engine, RecordEngine) else []
+
     def close(self) -> None:
         """Remove the route, finish its sessions (record: every call written) and close its
         store (idempotent)."""
@@ -145,7 +152,12 @@ class ProxyHub:
         self.serving.stop()
 
     def replay(
-        self, root: Path | str, *, scrub: Scrub | None = None, accept_drift: bool = False
+        self,
+        root: Path | str,
+        *,
+        scrub: Scrub | None = None,
+        accept_drift: bool = False,
+        store: str | None = None,
     ) -> ProxyRoute:
         """A keyless route answering from the recording in ``root`` (see
         :meth:`ProxyServer.replay`, also for ``accept_drift``).
@@ -153,7 +165,7 @@ class ProxyHub:
         Raises:
             DshError: the root does not exist, or holds a log that cannot be read.
         """
-        return self._add(replay_engine(root, scrub, accept_drift), None)
+        return self._add(replay_engine(root, scrub, accept_drift, store), None)
 
     def record(
         self,
@@ -163,15 +175,19 @@ class ProxyHub:
         api_key: str,
         store: str = DEFAULT_STORE_BACKEND,
         scrub: Scrub | None = None,
+        policy: RecordPolicy | None = None,
     ) -> ProxyRoute:
         """A route forwarding to ``upstream`` with ``api_key`` and writing every call into the
-        empty recording root ``root`` (see :meth:`ProxyServer.record`).
+        empty recording root ``root`` (see :meth:`ProxyServer.record`); each call within
+        ``policy`` (default: :class:`RecordPolicy`'s limits, any model) or refused.
 
         Raises:
             DshError: ``root`` already holds sessions.
         """
         opened = empty_recording_store(root, store)
-        engine = RecordEngine(opened, upstream, api_key, scrub=scrub or Scrub())
+        engine = RecordEngine(
+            opened, upstream, api_key, scrub=scrub or Scrub(), policy=policy or RecordPolicy()
+        )
         return self._add(engine, opened)
 
     def remove(self, token: str) -> None:

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from dsh_core import DshError, SessionLog, SessionStore, read_log_stream, read_log_text
-from dsh_core.plugins import DEFAULT_STORE_BACKEND, store_backend
+from dsh_core.plugins import DEFAULT_STORE_BACKEND, PluginError, store_backend
 
 __all__ = [
     "MAX_LOG_BYTES",
@@ -43,7 +43,7 @@ def open_recording_root(root: Path, store: str) -> SessionStore:
     root.mkdir(parents=True, exist_ok=True)
     marker = root / STORE_MARKER
     if marker.is_file():
-        recorded = detect_store(root)
+        recorded = detect_store(root, store)
         if recorded != store:
             raise DshError(
                 f"{root} holds a recording in store {recorded!r} ({marker}); "
@@ -54,14 +54,34 @@ def open_recording_root(root: Path, store: str) -> SessionStore:
     return backend.open(root)
 
 
-def detect_store(root: Path) -> str:
-    """The store backend a recording root names (the default, JSONL, when it names none)."""
+def detect_store(root: Path, chosen: str | None = None) -> str:
+    """The store backend a recording root names (the default, JSONL, when it names none).
+
+    The marker is a file of the recording, which may come with a pull request: it may name
+    an embedded store (files under the root), never a server one (PostgreSQL…), which would
+    make ``show`` or a replay connect to the user's database. A server store is read only when
+    the user chose it: ``chosen`` (the caller's ``--store``) or ``DSH_STORE``.
+
+    Raises:
+        DshError: the marker is empty, or names a server store the user did not choose.
+    """
     marker = root / STORE_MARKER
     if not marker.is_file():
         return DEFAULT_STORE_BACKEND
     name = marker.read_text(encoding="utf-8").strip()
     if not name:
         raise DshError(f"{marker}: empty; it should name the root's store backend")
+    if name in (chosen, os.environ.get("DSH_STORE")):
+        return name
+    try:
+        embedded = store_backend(name).embedded
+    except PluginError:
+        return name  # not installed: opening it names the missing backend
+    if not embedded:
+        raise DshError(
+            f"{marker}: names the server store {name!r}; a recording never chooses a server "
+            f"store to connect to (set DSH_STORE={name} to read it from there)"
+        )
     return name
 
 
@@ -122,7 +142,7 @@ def _check_root(root: Path) -> None:
             )
 
 
-def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
+def recorded_logs(root: Path, store: str | None = None) -> list[tuple[str, SessionLog]]:
     """Every session of a recording root exactly as written (an open turn stays open), each
     with the name a reader shows for it (``<id>.jsonl``: the backend's export), ordered by
     ``(createdAt, id)``. Writes nothing.
@@ -132,7 +152,7 @@ def recorded_logs(root: Path) -> list[tuple[str, SessionLog]]:
             dsh_core.plugins.PluginError: the root's backend is not installed.
     """
     _check_root(root)
-    backend = store_backend(detect_store(root))
+    backend = store_backend(detect_store(root, store))
     return [
         (
             f"{header.id}.jsonl",

@@ -24,6 +24,7 @@ from dsh_llm_proxy._app import (
 )
 from dsh_llm_proxy._book import call_inputs
 from dsh_llm_proxy._defaults import upstream_defaults
+from dsh_llm_proxy._policy import RecordPolicy
 from dsh_llm_proxy._root import detect_store, open_recording_root
 from dsh_llm_proxy._scrub import Scrub
 from dsh_llm_proxy._serving import ServingThread, loopback_socket
@@ -46,11 +47,16 @@ class _Recording:
     inputs: dict[str, list[list[str]]]  # per script source: each call's new messages
 
 
-def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
+def load_recording(
+    root: Path | str, *, seed_slice: bool = True, store: str | None = None
+) -> _Recording:
     """Every session of a recording root as a replay script, in binding order.
 
     Sessions are ordered by ``(createdAt, id)``, which is the order the proxy created them in;
     a fork child's script comes from the events after its ``seedLength`` only.
+
+    ``store`` is the caller's own choice of backend (a server store is read only when chosen:
+    :func:`detect_store`).
 
     Raises:
         DshError: the root does not exist; the store's and replay's errors for bad logs.
@@ -59,13 +65,13 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
     if not path.is_dir():
         raise DshError(f"dsh-llm-proxy replay: recording root {path} does not exist")
     # Opened by the root's own backend, not through open_recording_root: a replay writes nothing.
-    store = store_backend(detect_store(path)).open(path)
+    opened = store_backend(detect_store(path, store)).open(path)
     try:
         scripts: list[SessionScript] = []
         models: list[str] = []
         inputs: dict[str, list[list[str]]] = {}
-        for header in store.list_sessions():
-            log = store.load(header.id)
+        for header in opened.list_sessions():
+            log = opened.load(header.id)
             source = f"{path}/{header.id}"
             seed = header.effective_seed_length
             events = log.events[seed:] if seed_slice else log.events
@@ -86,19 +92,22 @@ def load_recording(root: Path | str, *, seed_slice: bool = True) -> _Recording:
                     if isinstance(model, str) and model not in models:
                         models.append(model)
     finally:
-        store.close()
+        opened.close()
     return _Recording(scripts, models, inputs)
 
 
 def replay_engine(
-    root: Path | str, scrub: Scrub | None = None, accept_drift: bool = False
+    root: Path | str,
+    scrub: Scrub | None = None,
+    accept_drift: bool = False,
+    store: str | None = None,
 ) -> ReplayEngine:
     """A keyless engine answering from the recording in ``root`` (see :meth:`ProxyServer.replay`).
 
     Raises:
         DshError: the root does not exist; the store's and replay's errors for bad logs.
     """
-    recording = load_recording(root)
+    recording = load_recording(root, store=store)
     # The engine compares each call's header itself: the client never sees the request's
     # model, system prompt or tools (the wire's, not a ModelRequest's).
     client = ReplayModelClient(recording.scripts, check_headers=False)
@@ -153,9 +162,11 @@ class ProxyServer:
         port: int = 0,
         scrub: Scrub | None = None,
         api_key: str | None = None,
+        policy: RecordPolicy | None = None,
     ) -> ProxyServer:
         """A recording proxy writing into ``root``, each event through ``scrub`` first.
-        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only.
+        ``api_key`` (else the variable ``api_key_env`` names) goes to the upstream only, on
+        calls within ``policy`` (default: :class:`RecordPolicy`'s limits, any model).
 
         Raises:
             DshError: the key variable is not set, or ``root`` already holds sessions.
@@ -164,7 +175,10 @@ class ProxyServer:
         upstream = upstream or default_upstream
         key = api_key or api_key_from_env(api_key_env or default_key_env)
         opened = empty_recording_store(root, store)
-        return cls(RecordEngine(opened, upstream, key, scrub=scrub or Scrub()), opened, port)
+        engine = RecordEngine(
+            opened, upstream, key, scrub=scrub or Scrub(), policy=policy or RecordPolicy()
+        )
+        return cls(engine, opened, port)
 
     @classmethod
     def replay(

@@ -56,7 +56,7 @@ from dsh_core import (
     read_log_text,
     tool_environment,
 )
-from dsh_llm_proxy import Scrub, open_recording_root, recorded_logs
+from dsh_llm_proxy import RecordPolicy, Scrub, open_recording_root, recorded_logs
 from dsh_snapshot._agent import AgentError, ScenarioAgent
 from dsh_snapshot._agentspec import (
     BASE_URL,
@@ -68,10 +68,11 @@ from dsh_snapshot._agentspec import (
 from dsh_snapshot._determinism import HOME, TMP, clock_command
 from dsh_snapshot._fsafe import read_file_text
 from dsh_snapshot._keep_answers import NO_FIT
-from dsh_snapshot._live import key_name, live_provider, live_upstream
+from dsh_snapshot._live import LiveSettings, key_name, live_model, live_provider, live_upstream
 from dsh_snapshot._scenario import Scenario
 
 if TYPE_CHECKING:
+    from dsh_core.plugins import ModelProvider
     from dsh_llm_proxy import ProxyHub, ProxyRoute
 
 __all__ = [
@@ -176,14 +177,14 @@ def foreign_agent(scenario: Scenario, override: ForeignAgent | None = None) -> F
 # --- proxy roots ----------------------------------------------------------------------------
 
 
-def recording_logs(root: Path) -> list[SessionLog]:
+def recording_logs(root: Path, store: str | None = None) -> list[SessionLog]:
     """Every session of a proxy recording root, exactly as written, in harvest order (primary
     first, then children by ``createdAt``).
 
     Raises:
         DshError: a log cannot be read (naming the file and line).
     """
-    return creation_order([log for _, log in recorded_logs(root)])
+    return creation_order([log for _, log in recorded_logs(root, store)])
 
 
 def stage_recording(session_files: Sequence[Path], root: Path, store: str) -> None:
@@ -238,6 +239,8 @@ class ForeignModel:
     """The run's cwd: the private paths as seen from it are normalised too."""
     kept: ProxyRoute | None = None
     """``record-accept``: the route replaying the committed recording (the upstream)."""
+    store: str | None = None
+    """The store backend the run chose for ``root`` (a server store is read only when chosen)."""
 
     @property
     def base_url(self) -> str:
@@ -282,6 +285,7 @@ class ForeignModel:
                 problems = list(replay.report().problems)
         if problems and self.kept is not None:
             problems[0] = f"{NO_FIT}: {problems[0]}"
+        problems = [*map(str, self.route.refusals()), *problems]
         where = f"the agent stopped: {error}; its stderr ends: {stderr}"
         return f"{problems[0]} ({where})" if problems else where
 
@@ -302,7 +306,7 @@ class ForeignModel:
         if self.replaying:
             files = self.scenario.session_files
             return [read_log_text(read_file_text(p), str(p)) for p in files]
-        return recording_logs(self.root)
+        return recording_logs(self.root, self.store)
 
 
 def private_paths(sandbox: ToolSandbox, cwd: Path | None) -> dict[str, str]:
@@ -365,11 +369,14 @@ def foreign_model(
     with contextlib.ExitStack() as stack:
         if replaying:
             stage_recording(scenario.session_files, root, store)
-            route = _hub().replay(root, scrub=_scrub(scenario, sandbox, cwd))
+            route = _hub().replay(root, scrub=_scrub(scenario, sandbox, cwd), store=store)
         else:
             # The record provider's own API root and key variable (DSH_RECORD_PROVIDER).
             provider = live_provider()
             key = api_key
+            # Live, the key is the maintainer's: the calls the agent may make are bounded and
+            # the model is the configured one. Keyless upstreams get the default bounds.
+            policy: RecordPolicy | None = None
             if keep_answers:
                 kept = stack.enter_context(
                     _kept_answers(scenario, store, tmp, _scrub(scenario, sandbox, cwd))
@@ -379,18 +386,32 @@ def foreign_model(
                 upstream, key = stack.enter_context(_scripted_upstream(scenario)), "scripted"
             else:
                 upstream = live_upstream(provider)
+                policy = _live_policy(provider)
             if not key:
                 raise AgentError(
                     f"record needs {key_name(provider) or 'a key'} (it goes to the proxy only)"
                 )
-            route = _hub().record(root, upstream=upstream, api_key=key, store=store)
+            route = _hub().record(root, upstream=upstream, api_key=key, store=store, policy=policy)
         stack.enter_context(route)
-        model = ForeignModel(agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept)
+        model = ForeignModel(
+            agent, scenario, route, root, replaying, sandbox, cwd=cwd, kept=kept, store=store
+        )
         stack.callback(lambda: [c.close() for c in model.confined])
         yield model
         if replaying:
             report = route.report().as_json()
             (tmp / "replay-report.json").write_text(json.dumps(report), encoding="utf-8")
+
+
+def _live_policy(provider: ModelProvider) -> RecordPolicy:
+    """What a live recording forwards with the key (``LiveSettings``; the live model only)."""
+    settings = LiveSettings()
+    return RecordPolicy(
+        max_in_flight=settings.max_in_flight,
+        max_calls=settings.max_calls,
+        max_tokens=settings.max_tokens,
+        model=live_model(provider),
+    )
 
 
 def shared_hub() -> ProxyHub:
@@ -434,7 +455,7 @@ def _kept_answers(
     root = tmp / "proxy-recorded"
     root.mkdir()
     stage_recording(scenario.session_files, root, store)
-    with _hub().replay(root, scrub=scrub, accept_drift=True) as route:
+    with _hub().replay(root, scrub=scrub, accept_drift=True, store=store) as route:
         yield route
         problems, accepted = list(route.report().problems), route.accepted()
     if problems:

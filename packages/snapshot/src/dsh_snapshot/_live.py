@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dsh_core.plugins import DEFAULT_MODEL_PROVIDER, ModelProvider, env_prefix, model_provider
@@ -18,6 +19,7 @@ __all__ = [
     "LiveSettings",
     "key_name",
     "live_env",
+    "live_model",
     "live_provider",
     "live_upstream",
     "preflight_problem",
@@ -26,11 +28,17 @@ __all__ = [
 
 
 class LiveSettings(BaseSettings):
-    """``DSH_RECORD_PROVIDER``: the ``dsh.models`` plugin a live recording uses."""
+    """``DSH_RECORD_PROVIDER``: the ``dsh.models`` plugin a live recording uses; and what a
+    foreign agent's live recording may spend through the proxy (red team 4 F11):
+    ``DSH_RECORD_MAX_CALLS`` model calls per run, ``DSH_RECORD_MAX_IN_FLIGHT`` at once,
+    ``max_tokens`` up to ``DSH_RECORD_MAX_TOKENS`` (``dsh_llm_proxy.RecordPolicy``)."""
 
     model_config = SettingsConfigDict(env_prefix="DSH_RECORD_", extra="ignore")
 
     provider: str = DEFAULT_MODEL_PROVIDER
+    max_calls: int = Field(default=200, ge=1)
+    max_in_flight: int = Field(default=4, ge=1)
+    max_tokens: int = Field(default=32768, ge=1)
 
 
 def live_provider() -> ModelProvider:
@@ -86,10 +94,24 @@ def live_upstream(provider: ModelProvider) -> str:
     Raises:
         AgentError: the provider does not speak chat completions, or a setting is invalid.
     """
+    return _live_setting(provider, "base_url")
+
+
+def live_model(provider: ModelProvider) -> str:
+    """The model the provider's own client would ask for (``<env_prefix>MODEL``, else the
+    profile's default): the only one a foreign agent's live recording forwards.
+
+    Raises:
+        AgentError: the provider does not speak chat completions, or a setting is invalid.
+    """
+    return _live_setting(provider, "model")
+
+
+def _live_setting(provider: ModelProvider, name: str) -> str:
     from dsh_scripted_server import resolve_profile  # noqa: PLC0415 - foreign record only
 
     try:
-        return resolve_profile(provider.name)().base_url
+        return str(getattr(resolve_profile(provider.name)(), name))
     except ValueError as exc:  # pydantic's ValidationError is one
         raise AgentError(f"record through the proxy: {exc}") from None
 

@@ -378,6 +378,9 @@ class ForeignSide:
 
     def harvest(self, agent: ScenarioAgent, run: RunPlace) -> Harvest:
         assert self.model is not None  # started
+        refused = self.model.route.refusals()
+        if refused:  # the agent went on without the refused call: the recording is not its run
+            raise AgentError(str(refused[0]))
         accepted: list[Any] = []
         if (path := run.tmp / "accepted.json").is_file():
             accepted = json.loads(path.read_text(encoding="utf-8"))

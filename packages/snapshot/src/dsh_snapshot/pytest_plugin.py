@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -150,12 +151,26 @@ class _ScenarioRoots:
         except ScenarioError as exc:
             raise pytest.UsageError(str(exc)) from None
         self._scenarios: set[Path] | None = None
+        self.timeout = float(str(config.getoption("dsh_timeout")))
 
     def scenarios(self) -> set[Path]:
         if self._scenarios is None:
-            from dsh_snapshot._discover import scenario_folders  # noqa: PLC0415 - keep the plugin inert and cheap
+            # Bounded by --dsh-timeout as the CLI's discovery is by --timeout: a tree built to
+            # be walked for ever fails here too, rather than being walked and then passing.
+            from dsh_snapshot._discover import (  # noqa: PLC0415 - keep the plugin inert and cheap
+                DiscoveryTimeoutError,
+                scenario_folders,
+            )
 
-            self._scenarios = {f.resolve() for root in self.roots for f in scenario_folders(root)}
+            deadline = time.monotonic() + self.timeout
+            try:
+                self._scenarios = {
+                    f.resolve() for root in self.roots for f in scenario_folders(root, deadline)
+                }
+            except DiscoveryTimeoutError:
+                raise pytest.UsageError(
+                    f"discovery did not finish within --dsh-timeout {self.timeout:g} s"
+                ) from None
         return self._scenarios
 
     def collector(self, path: Path, parent: pytest.Collector) -> pytest.Collector | None:
