@@ -36,6 +36,8 @@ from dsh_acp_agent import AgentForkServer
 from dsh_core import ProcessConfinement, SandboxMechanisms, confined_command
 from dsh_core import _process_confine as process_confine
 from dsh_core._self_confine import EX_OSERR, landlock_abi
+from dsh_core.plugins import DEFAULT_MODEL_PROVIDER
+from dsh_scripted_server import resolve_profile
 from dsh_snapshot import SnapshotSettings, load_scenario, run_scenario
 from dsh_snapshot._warm import WarmAgents
 from dsh_snapshot.cli import main
@@ -131,7 +133,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     _sentinel_file(made.sentinel / "victim.txt")
     _sentinel_file(made.home / ".bashrc")
     _sentinel_file(made.checkout / "README.md")
-    (made.checkout / ".env").write_text("DEEPSEEK_BASE_URL=http://127.0.0.1:9/\n")
+    base_url = resolve_profile(DEFAULT_MODEL_PROVIDER).env_name("base_url")
+    (made.checkout / ".env").write_text(f"{base_url}=http://127.0.0.1:9/\n")
     (made.checkout / ".git" / "config").write_text("[core]\n")
     (made.home / ".ssh" / "id_ed25519").write_text("not yours\n")
     try:

@@ -302,10 +302,14 @@ def test_replay_bites_on_a_changed_answer_and_a_changed_request(tmp_path: Path) 
     assert "422" in joined
     assert "differ from the recording" in joined
     assert "PING" in joined
-    # The cause is the headline; the agent's JSON-RPC error and stderr follow it.
+    # The cause is the headline, then only the last lines of the agent's stderr: not its
+    # escaped JSON-RPC error, not its whole traceback (issue 22, diffs a person can read).
     headline = mismatched.failures[0]
-    assert headline.index("differ from the recording") < headline.index("the agent stopped:")
+    assert headline.index("differ from the recording") < headline.index("the agent stopped")
     assert "its stderr ends:" in headline
+    assert '"code": -32603' not in headline
+    assert "Traceback" not in headline
+    assert headline.count("differ from the recording") <= 2
 
 
 def test_a_live_recording_keeps_the_key_in_the_proxy(

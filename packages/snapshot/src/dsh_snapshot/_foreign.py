@@ -286,8 +286,12 @@ class ForeignModel:
         if problems and self.kept is not None:
             problems[0] = f"{NO_FIT}: {problems[0]}"
         problems = [*map(str, self.route.refusals()), *problems]
-        where = f"the agent stopped: {error}; its stderr ends: {stderr}"
-        return f"{problems[0]} ({where})" if problems else where
+        if not problems:
+            return f"the agent stopped: {error}; its stderr ends: {stderr}"
+        # The proxy's words are the cause; the agent's JSON-RPC error and its traceback only
+        # repeat them, escaped: a person reads the cause and the last lines the agent wrote.
+        tail = " | ".join([line.strip() for line in stderr.splitlines() if line.strip()][-2:])
+        return f"{problems[0]} (the agent stopped on it; its stderr ends: {tail})"
 
     def drift(self) -> list[str]:
         """Replay: the requests the proxy refused as differing from the recorded ones (a
