@@ -30,6 +30,7 @@ _PUBLIC: dict[str, list[str]] = {
         "AgentProcess",
         "AgentProcessError",
         "AgentRun",
+        "DeadlineError",
         "ResponseError",
         "agent_environment",
         "text_reply",
