@@ -143,9 +143,9 @@ def test_the_proxy_records_into_postgres_and_replays_from_it(
         # the root only names its store; the sessions are rows in the database
         assert (root / STORE_MARKER).read_text() == "postgres\n"
         assert sorted(p.name for p in root.iterdir()) == [STORE_MARKER]
-        [(_, log)] = recorded_logs(root)
+        [(_, log)] = recorded_logs(root, "postgres")
         assert store_backend("postgres").list_sessions(root)[0].id == log.header.id
-        with ProxyServer.replay(root) as proxy:
+        with ProxyServer.replay(root, store="postgres") as proxy:
             replayed = ask(proxy.base_url)
             assert proxy.problems() == []
         assert recorded == replayed == "from postgres"

@@ -222,6 +222,16 @@ def _pycache(env: Mapping[str, str]) -> list[str]:
     return [prefix] if os.path.isabs(prefix) and os.path.isdir(prefix) else []
 
 
+# Files the agent's own settings name, from the caller's environment (never a scenario's):
+# readable wherever they are, as the user's ``DSH_SYSTEM_PROMPT_FILE`` in a hidden /tmp.
+_SETTINGS_FILES = ("DSH_SYSTEM_PROMPT_FILE",)
+
+
+def _settings_files(env: Mapping[str, str]) -> list[str]:
+    named = (env.get(name, "") for name in _SETTINGS_FILES)
+    return [path for path in named if os.path.isabs(path) and os.path.isfile(path)]
+
+
 def confinement_plan(
     confinement: ProcessConfinement, cwd: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -245,7 +255,10 @@ def confinement_plan(
         "mode": confinement.mode,
         "network": confinement.network,
         "writable": _absolute(writable),
-        "readable": [*_absolute([*confinement.readable, *_pycache(env)]), *automatic],
+        "readable": [
+            *_absolute([*confinement.readable, *_pycache(env), *_settings_files(env)]),
+            *automatic,
+        ],
         "hide": list(hide),
         "seccomp": program,
         "seccomp_problem": problem,

@@ -188,12 +188,14 @@ class ProxyServer:
         port: int = 0,
         scrub: Scrub | None = None,
         accept_drift: bool = False,
+        store: str | None = None,
     ) -> ProxyServer:
         """A keyless proxy answering from the recording in ``root``; ``scrub`` applies to both
         sides of each request comparison and puts its literals back into the answers. With
         ``accept_drift`` a changed request gets its recorded answer instead of HTTP 422 (the
-        difference is kept in ``engine.accepted``)."""
-        return cls(replay_engine(root, scrub, accept_drift), None, port)
+        difference is kept in ``engine.accepted``). ``store`` is the caller's choice of backend:
+        a recording whose marker names a server store is read from it only when chosen."""
+        return cls(replay_engine(root, scrub, accept_drift, store), None, port)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
