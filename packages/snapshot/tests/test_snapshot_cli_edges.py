@@ -128,6 +128,7 @@ def test_dsh_snapshot_answers_help_and_version(flag: str) -> None:
     assert done.stdout.startswith("dsh-snapshot 0" if flag == "--version" else "usage:")
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_subcommand_help_has_no_backticks_and_documents_exit_codes() -> None:
     for command in ("replay", "refresh", "record", "proof", "list", "review", "accept"):
         done = _run("dsh-snapshot", command, "--help")

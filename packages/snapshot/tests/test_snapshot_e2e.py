@@ -96,6 +96,7 @@ def test_scripted_record_reproduces_the_committed_recording(
     assert "-session.1.jsonl" in result.written
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_a_stuck_agent_is_a_clear_timeout_not_a_hang(
     scenario_copy: Callable[[str], Path],
 ) -> None:

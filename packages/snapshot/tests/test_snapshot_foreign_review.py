@@ -175,6 +175,7 @@ def _edit_recorded_answer(folder: Path, old: str, new: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_a_hand_edited_recording_is_replayed_as_committed_and_accept_keeps_it(
     example: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

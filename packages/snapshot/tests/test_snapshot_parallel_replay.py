@@ -78,6 +78,7 @@ def replay_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSH_REPLAY_CHILD_JITTER_MS", str(JITTER_MS))
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 @pytest.mark.usefixtures("replay_env")
 def test_fifty_jittered_in_process_replays_give_the_committed_logs(tmp_path: Path) -> None:
     expected = _expected()

@@ -56,6 +56,7 @@ def test_inert_without_the_option(tree: Path, collect: Collect) -> None:
     assert collect(tree, ".") == ["test_plain.py::test_plain"]
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_one_item_per_scenario_and_store_backend(tree: Path, collect: Collect) -> None:
     ids = collect(tree, "--dsh-snapshots", "snapshots")
     assert ids == [
@@ -73,6 +74,7 @@ def test_the_old_store_options_still_work(tree: Path, collect: Collect, option: 
     assert only == ["snapshots/sdk/cancel::sdk/cancel[sqlite]"]
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_two_split_groups_cover_every_item_once(tree: Path, collect: Collect) -> None:
     everything = collect(tree, "--dsh-snapshots", "snapshots")
     durations = tree / ".test_durations"
@@ -96,6 +98,7 @@ def test_two_split_groups_cover_every_item_once(tree: Path, collect: Collect) ->
     assert sorted(groups[0] + groups[1]) == sorted(everything)
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_committed_gate_shards_cover_every_scenario_once() -> None:
     """The CI matrix (two pytest-split groups over snapshots/) runs each scenario once."""
     if not any((ROOT / "snapshots").rglob("input.json")):

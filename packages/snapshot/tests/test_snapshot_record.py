@@ -216,6 +216,7 @@ def test_a_key_balance_or_endpoint_problem_stops_at_the_preflight(
     assert fragment in line
 
 
+@pytest.mark.slow  # >= 2.5 s: nox -s tests_slow (the test command's 4-minute budget)
 def test_a_503_and_an_empty_completion_are_retried_through_a_record_run(
     committed: Path, tmp_path: Path, contract: Callable[..., Contract]
 ) -> None:
