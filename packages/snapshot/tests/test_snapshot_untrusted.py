@@ -983,21 +983,19 @@ def test_pytest_item_names_from_a_profile_are_inert(
     assert "\\x1b]0;PWNED" in run.stdout
 
 
-def test_the_pytest_plugins_discovery_is_bounded_as_the_clis(tmp_path: Path) -> None:
+def test_the_pytest_plugins_discovery_is_bounded_as_the_clis(
+    tmp_path: Path,
+    inner_pytest: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     """Red team 4 F12: a tree of many folders beside a scenario stopped the CLI at its
     --timeout but was walked to the end by the plugin, whose scenario then passed."""
     box = Sandbox.create(tmp_path)
     _bash_scenario(World(box, ""), "echo hi")
     for index in range(3000):
         (box.scenarios / "filler" / f"d{index}").mkdir(parents=True)
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only",
-         "--dsh-timeout", "0.001", "--dsh-snapshots", str(box.scenarios)],
-        cwd=box.root,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
+    run = inner_pytest(
+        box.scenarios, "--collect-only", "--dsh-timeout", "0.001",
+        "--dsh-snapshots", str(box.scenarios),
     )  # fmt: skip
     assert run.returncode != 0, run.stdout + run.stderr
     assert "discovery did not finish within --dsh-timeout 0.001 s" in run.stdout + run.stderr
